@@ -1,0 +1,22 @@
+// Package netopt reads a node's network and GPU topology and turns it into
+// tuned NCCL settings, and orders the members of an all-reduce ring by their
+// place in the network.
+//
+// Read it in this order:
+//
+//   - Detect reads sysfs (a root path stands for /sys, so tests use fixture
+//     trees) into a Host: interfaces, RDMA ports and their GID tables, GPUs,
+//     NVSwitches, NUMA nodes and the PCIe path between every GPU and NIC.
+//   - Recommend turns a Host into Settings: NCCL environment variables, each
+//     with the reason it was chosen, and warnings for what will make NCCL slow.
+//     WriteEnvFile, WriteConfFile and WriteTopologyXML render them.
+//   - TopologyFromLabels turns Kubernetes node labels into a topology path,
+//     broad to narrow, for coordinator.MemberInfo.Topology.
+//   - Orderer implements coordinator.RingOrderer: each topology domain stays
+//     contiguous in the ring, so the ring crosses every domain boundary the
+//     minimum number of times, and survivors keep their relative order.
+//   - CostModel estimates ring all-reduce time over a ring's edges with the
+//     alpha-beta model; RingLevels counts the edges that cross each level.
+//
+// Nothing here blocks except Detect, which only reads files.
+package netopt
