@@ -157,8 +157,12 @@ func chooseGDR(r *recommendation, h *Host, ports []hcaPort) {
 			worst, worstGPU = best, g.Addr
 		}
 	}
-	if worst > PathPXB {
-		r.warn(fmt.Sprintf("GPU %s's nearest RDMA NIC is at %s (through the CPU or unknown): GPUDirect RDMA over that path is usually slower than staging, NCCL_NET_GDR_LEVEL left to NCCL's default", worstGPU, worst))
+	switch {
+	case worst == PathUnknown:
+		r.warn(fmt.Sprintf("the PCIe path from GPU %s to the RDMA NICs is unknown: NCCL_NET_GDR_LEVEL left to NCCL's default", worstGPU))
+		return
+	case worst > PathPXB:
+		r.warn(fmt.Sprintf("GPU %s's nearest RDMA NIC is at %s, through the CPU: GPUDirect RDMA over that path is usually slower than staging, NCCL_NET_GDR_LEVEL left to NCCL's default", worstGPU, worst))
 		return
 	}
 	r.set("NCCL_NET_GDR_LEVEL", worst.String(), fmt.Sprintf("%s loaded and every GPU has an RDMA NIC at %s or closer: GPUDirect RDMA between each GPU and its nearest NIC", h.PeerMemory, worst))

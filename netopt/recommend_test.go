@@ -156,7 +156,7 @@ func TestRecommendOnMachines(t *testing.T) {
 			},
 		},
 		{
-			name: "VM with virtio, docker0, a veth and lo picks the virtio interface and warns about sockets",
+			name:  "VM with virtio, docker0, a veth and lo picks the virtio interface and warns about sockets",
 			build: vm,
 			env:   map[string]string{"NCCL_SOCKET_IFNAME": "=eth0"},
 			warnings: []string{
