@@ -120,6 +120,6 @@ func describeJSONError(data []byte, err error) string {
 		return err.Error()
 	}
 	line := 1 + bytes.Count(data[:offset], []byte("\n"))
-	col := offset - int64(bytes.LastIndexByte(data[:offset], '\n'))
+	col := offset - 1 - int64(bytes.LastIndexByte(data[:offset], '\n'))
 	return fmt.Sprintf("line %d, column %d: %v", line, col, err)
 }

@@ -15,10 +15,11 @@ import (
 // level when the topology does not already end with it, so members sharing
 // a node always sit side by side.
 //
-// With no survivors the order is the members sorted by path. With
-// survivors, their relative order is kept and each newcomer goes at the end
-// of the deepest domain it shares with them, which keeps every domain
-// contiguous if it was. Both take O(n log n). If the survivors' order is not
+// Survivors keep their relative order. Each newcomer, in join order, goes
+// at the end of the deepest domain it shares with the members placed before
+// it; a domain no one was in yet goes at the end of its parent. That keeps
+// every domain contiguous if it was, and with no survivors makes all of
+// them contiguous, in O(n * depth). If the survivors' order is not
 // contiguous to begin with (it was not made here), each newcomer is instead
 // inserted at the gap that adds the fewest crossings at the broadest level,
 // which takes O(n) per newcomer.
@@ -33,7 +34,6 @@ func NewOrderer() *Orderer { return &Orderer{} }
 // their given relative order.
 func (o *Orderer) Order(survivors, newcomers []coordinator.MemberInfo) []coordinator.MemberInfo {
 	fresh := withPaths(newcomers)
-	slices.SortStableFunc(fresh, func(a, b placed) int { return slices.Compare(a.path, b.path) })
 	root := &domain{}
 	for _, m := range survivors {
 		if !root.add(m, memberPath(m), true) {
