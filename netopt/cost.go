@@ -49,7 +49,7 @@ type CostModel struct {
 // other, not to predict a job's step time:
 //
 //   - 1 GiB all-reduced (the gradients of a half-billion-parameter model in bf16);
-//   - same host: NVLink, 300 GB/s, 2 us;
+//   - same host: NVLink 4, 18 links x 25 GB/s = 450 GB/s each way, 2 us;
 //   - host: 8 x 400 Gb/s NICs = 400 GB/s out of a host, 5 us through a leaf switch;
 //   - rack: 8 hosts behind a 2:1 oversubscribed leaf, 1.6 TB/s, 8 us;
 //   - block: 8 racks, 2:1 again, 6.4 TB/s, 15 us;
@@ -57,7 +57,7 @@ type CostModel struct {
 func DefaultCostModel() CostModel {
 	return CostModel{
 		Bytes:          1 << 30,
-		LocalBandwidth: 300e9,
+		LocalBandwidth: 450e9,
 		LocalLatency:   2e-6,
 		Tiers: []Tier{
 			{Name: "host", Uplink: 400e9, Latency: 5e-6},

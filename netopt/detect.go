@@ -76,6 +76,7 @@ func Detect(ctx context.Context, cfg Config) (*Host, error) {
 	h.DevInfiniband = hasUverbs(cfg.DevRoot)
 	h.Paths = gpuNICPaths(h)
 	h.Warnings = s.warnings
+	h.nonNil()
 	return h, nil
 }
 
@@ -117,4 +118,23 @@ func sortedDevices(m map[string]PCIDevice) []PCIDevice {
 	}
 	slices.SortFunc(out, func(a, b PCIDevice) int { return strings.Compare(a.Addr, b.Addr) })
 	return out
+}
+
+// nonNil makes empty lists empty rather than nil, so JSON shows [] rather
+// than null for "none found".
+func (h *Host) nonNil() {
+	for _, l := range []*[]PCIDevice{&h.GPUs, &h.NVSwitches} {
+		if *l == nil {
+			*l = []PCIDevice{}
+		}
+	}
+	if h.Interfaces == nil {
+		h.Interfaces = []Interface{}
+	}
+	if h.RDMA == nil {
+		h.RDMA = []RDMADevice{}
+	}
+	if h.NUMANodes == nil {
+		h.NUMANodes = []NUMANode{}
+	}
 }
