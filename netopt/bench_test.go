@@ -38,3 +38,18 @@ func BenchmarkChurn4096(b *testing.B) {
 		o.Order(survivors, newcomers)
 	}
 }
+
+// BenchmarkChurnScattered4096 adds 1,024 newcomers to 3,072 survivors whose
+// order was not made by Orderer (shuffled): the gap-search path.
+func BenchmarkChurnScattered4096(b *testing.B) {
+	cluster, err := GenerateCluster(ClusterSpec{Members: 4096, Levels: 4, Fanout: 8, Slots: 8}, newRand(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	members := Members(cluster)
+	survivors, newcomers := members[:3072], members[3072:]
+	o := NewOrderer()
+	for b.Loop() {
+		o.Order(survivors, newcomers)
+	}
+}

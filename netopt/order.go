@@ -37,7 +37,7 @@ func (o *Orderer) Order(survivors, newcomers []coordinator.MemberInfo) []coordin
 	root := &domain{}
 	for _, m := range survivors {
 		if !root.add(m, memberPath(m), true) {
-			return insertByCost(withPaths(survivors), fresh)
+			return insertByCost(survivors, newcomers)
 		}
 	}
 	for _, p := range fresh {

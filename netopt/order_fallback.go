@@ -9,22 +9,52 @@ import (
 // insertByCost inserts each newcomer, in order, into the ring of survivors
 // at the gap that adds the fewest boundary crossings, compared broadest
 // level first. It is the path for survivor orders that were not contiguous
-// to begin with; it costs O(n) per newcomer.
-func insertByCost(ring, fresh []placed) []coordinator.MemberInfo {
-	depth := 0
-	for _, p := range ring {
-		depth = max(depth, len(p.path))
+// to begin with; it costs O(n * depth) per newcomer.
+func insertByCost(survivors, newcomers []coordinator.MemberInfo) []coordinator.MemberInfo {
+	all := append(slices.Clip(survivors), newcomers...)
+	ids, counts := levelDomains(all)
+	depth := len(counts)
+	ring := make([]int, len(survivors)) // indexes into all
+	for i := range ring {
+		ring[i] = i
 	}
-	for _, p := range fresh {
-		depth = max(depth, len(p.path))
-		at := bestGap(ring, p.path, depth)
-		ring = slices.Insert(ring, at, p)
+	// link[i] is the number of levels ring[i] shares with its successor.
+	link := make([]int, len(ring))
+	relink := func(i int) {
+		link[i] = sharedLevels(ids[ring[i]], ids[ring[(i+1)%len(ring)]])
+	}
+	for i := range ring {
+		relink(i)
+	}
+	var withNew []int // levels each ring member shares with the newcomer
+	for m := len(survivors); m < len(all); m++ {
+		withNew = withNew[:0]
+		for _, r := range ring {
+			withNew = append(withNew, sharedLevels(ids[r], ids[m]))
+		}
+		at := bestGap(withNew, link, depth)
+		ring = slices.Insert(ring, at, m)
+		link = slices.Insert(link, at, 0)
+		relink((at - 1 + len(ring)) % len(ring))
+		relink(at)
 	}
 	out := make([]coordinator.MemberInfo, len(ring))
-	for i, p := range ring {
-		out[i] = p.m
+	for i, r := range ring {
+		out[i] = all[r]
 	}
 	return out
+}
+
+// sharedLevels returns how many levels, from the broadest, two members'
+// domain ids (see levelDomains) agree on; members alike on every level
+// share "infinitely many", so no level ever separates them.
+func sharedLevels(a, b []int) int {
+	for j := range a {
+		if a[j] != b[j] {
+			return j
+		}
+	}
+	return int(^uint(0) >> 1)
 }
 
 // gap is the place between two ring neighbours a and b, described by the
@@ -48,16 +78,17 @@ func (g gap) delta(j int) int {
 	return d
 }
 
-// bestGap returns the index at which to insert path into ring.
-func bestGap(ring []placed, path []string, depth int) int {
-	n := len(ring)
+// bestGap returns the index at which to insert a newcomer that shares
+// withNew[i] levels with ring member i, link[i] being what member i shares
+// with its successor.
+func bestGap(withNew, link []int, depth int) int {
+	n := len(withNew)
 	if n < 2 {
 		return n
 	}
 	best, bestG := -1, gap{}
 	for i := range n {
-		a, b := ring[i].path, ring[(i+1)%n].path
-		g := gap{shared(a, path), shared(path, b), shared(a, b)}
+		g := gap{withNew[i], withNew[(i+1)%n], link[i]}
 		if best < 0 || better(g, bestG, depth) {
 			best, bestG = i+1, g
 		}
@@ -74,17 +105,4 @@ func better(x, y gap, depth int) bool {
 		}
 	}
 	return false
-}
-
-// shared returns the number of levels, from the broadest, on which a and b
-// are in the same domain; identical paths share every level.
-func shared(a, b []string) int {
-	n := 0
-	for n < len(a) && n < len(b) && a[n] == b[n] {
-		n++
-	}
-	if n == len(a) && n == len(b) {
-		return int(^uint(0) >> 1)
-	}
-	return n
 }

@@ -257,3 +257,48 @@ func TestRecommendExplainsEachChoice(t *testing.T) {
 		}
 	}
 }
+
+func TestRecommendLeavesARoCEFrontEndOutOfAnInfiniBandNode(t *testing.T) {
+	f := newFixture(t)
+	hgx(f)
+	f.peerMemory("nvidia_peermem")
+	f.uverbs(9)
+	eth0 := "pci0000:00/0000:00:1c.0/0000:05:00.0"
+	f.rdma("mlx5_8", eth0)
+	f.rdmaPort("mlx5_8", 1, "4: ACTIVE", "25 Gb/sec (1X EDR)", "Ethernet")
+	f.gid("mlx5_8", 1, 3, "0000:0000:0000:0000:0000:ffff:0a0a:0001", gidTypV2, "eth0")
+	s := Recommend(detect(t, f), f.config())
+	if v, _ := s.Lookup("NCCL_IB_HCA"); v != "="+allHGXPorts {
+		t.Errorf("NCCL_IB_HCA = %q", v)
+	}
+	if _, ok := s.Lookup("NCCL_IB_GID_INDEX"); ok {
+		t.Error("NCCL_IB_GID_INDEX set for an InfiniBand node")
+	}
+	for _, e := range s.Env {
+		if e.Name == "NCCL_IB_HCA" && !strings.HasSuffix(e.Reason, "; Ethernet (RoCE) ports mlx5_8:1 left out: the InfiniBand fabric carries NCCL") {
+			t.Errorf("reason %q does not say why mlx5_8 is left out", e.Reason)
+		}
+	}
+	if len(s.Warnings) != 0 {
+		t.Errorf("warnings: %q", s.Warnings)
+	}
+}
+
+func TestTuneDetectsAndRecommends(t *testing.T) {
+	f := newFixture(t)
+	roce(f)
+	f.peerMemory("nv_peer_mem")
+	f.uverbs(2)
+	s, err := Tune(context.Background(), f.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Map()["NCCL_IB_GID_INDEX"]; got != "5" {
+		t.Errorf("NCCL_IB_GID_INDEX = %q, want 5", got)
+	}
+	cfg := f.config()
+	cfg.IBServiceLevel = 16
+	if _, err := Tune(context.Background(), cfg); err == nil || err.Error() != "netopt config: IB service level must be 0-15 (or -1 for unset), got 16" {
+		t.Errorf("got %v", err)
+	}
+}

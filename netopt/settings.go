@@ -1,5 +1,10 @@
 package netopt
 
+import (
+	"context"
+	"fmt"
+)
+
 // Setting is one NCCL environment variable and why it has this value.
 type Setting struct {
 	Name   string `json:"name"`
@@ -35,6 +40,20 @@ func (s Settings) Lookup(name string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// Tune detects the node and recommends its settings: what the sidecar calls
+// once at start to fill the NCCL variables of the rendezvous answer
+// (Tune(ctx, cfg).Map()).
+func Tune(ctx context.Context, cfg Config) (Settings, error) {
+	if err := cfg.Validate(); err != nil {
+		return Settings{}, fmt.Errorf("netopt config: %w", err)
+	}
+	h, err := Detect(ctx, cfg)
+	if err != nil {
+		return Settings{}, err
+	}
+	return Recommend(h, cfg), nil
 }
 
 // recommendation accumulates settings and warnings.

@@ -37,43 +37,25 @@ type xmlNode struct {
 // device index, GPUDirect support) from its own probing, and would keep a
 // wrong one if this file guessed it.
 func WriteTopologyXML(w io.Writer, h *Host) error {
-	system := &xmlNode{name: "system", attrs: [][2]string{{"version", "1"}}}
-	cpus := map[int]*xmlNode{}
-	pcis := map[string]*xmlNode{}
-	numaByID := map[int]NUMANode{}
-	for _, n := range h.NUMANodes {
-		numaByID[n.ID] = n
+	bw := bufio.NewWriter(w)
+	writeXMLNode(bw, topologyTree(h), 0)
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write topology xml: %w", err)
 	}
-	cpuFor := func(numa int) *xmlNode {
-		if c, ok := cpus[numa]; ok {
-			return c
-		}
-		c := &xmlNode{name: "cpu", key: fmt.Sprintf("%08d", numa+1), attrs: [][2]string{{"numaid", strconv.Itoa(numa)}}}
-		if n, ok := numaByID[numa]; ok && n.CPUMap != "" {
-			c.attrs = append(c.attrs, [2]string{"affinity", n.CPUMap})
-		}
-		cpus[numa] = c
-		system.subs = append(system.subs, c)
-		return c
-	}
-	// place adds the pci node of dev and its switches, and returns it.
-	place := func(dev PCIDevice) *xmlNode {
-		parents := xmlParents(dev.chain)
-		top := dev
-		if len(parents) > 0 {
-			if d, ok := h.pci[parents[len(parents)-1]]; ok {
-				top = d
-			}
-		}
-		parent := cpuFor(top.NUMANode)
-		for i := len(parents) - 1; i >= 0; i-- {
-			parent = pciChild(parent, pcis, h.pci, parents[i])
-		}
-		return pciChild(parent, pcis, h.pci, dev.Addr)
+	return nil
+}
+
+// topologyTree builds the <system> element of the host.
+func topologyTree(h *Host) *xmlNode {
+	t := &xmlTree{
+		host:   h,
+		system: &xmlNode{name: "system", attrs: [][2]string{{"version", "1"}}},
+		cpus:   map[int]*xmlNode{},
+		pcis:   map[string]*xmlNode{},
 	}
 	for _, g := range h.GPUs {
 		if len(g.chain) > 0 {
-			place(g)
+			t.place(g)
 		}
 	}
 	for _, d := range h.RDMA {
@@ -93,16 +75,69 @@ func WriteTopologyXML(w io.Writer, h *Host) error {
 			nets = append(nets, net)
 		}
 		if len(nets) > 0 {
-			node := place(dev)
+			node := t.place(dev)
 			node.subs = append(node.subs, &xmlNode{name: "nic", subs: nets})
 		}
 	}
-	bw := bufio.NewWriter(w)
-	writeXMLNode(bw, system, 0)
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("write topology xml: %w", err)
+	return t.system
+}
+
+// xmlTree indexes the elements built so far.
+type xmlTree struct {
+	host   *Host
+	system *xmlNode
+	cpus   map[int]*xmlNode
+	pcis   map[string]*xmlNode
+}
+
+// cpu returns the <cpu> element of a NUMA node, creating it.
+func (t *xmlTree) cpu(numa int) *xmlNode {
+	if c, ok := t.cpus[numa]; ok {
+		return c
 	}
-	return nil
+	c := &xmlNode{name: "cpu", key: fmt.Sprintf("%08d", numa+1), attrs: [][2]string{{"numaid", strconv.Itoa(numa)}}}
+	for _, n := range t.host.NUMANodes {
+		if n.ID == numa && n.CPUMap != "" {
+			c.attrs = append(c.attrs, [2]string{"affinity", n.CPUMap})
+		}
+	}
+	t.cpus[numa] = c
+	t.system.subs = append(t.system.subs, c)
+	return c
+}
+
+// place adds the <pci> element of dev below its switches and CPU, and
+// returns it. The CPU is the NUMA node of the topmost switch, as NCCL reads it.
+func (t *xmlTree) place(dev PCIDevice) *xmlNode {
+	parents := xmlParents(dev.chain)
+	top := dev
+	if len(parents) > 0 {
+		if d, ok := t.host.pci[parents[len(parents)-1]]; ok {
+			top = d
+		}
+	}
+	parent := t.cpu(top.NUMANode)
+	for i := len(parents) - 1; i >= 0; i-- {
+		parent = t.pci(parent, parents[i])
+	}
+	return t.pci(parent, dev.Addr)
+}
+
+// pci returns parent's <pci> child for addr, creating it.
+func (t *xmlTree) pci(parent *xmlNode, addr string) *xmlNode {
+	if n, ok := t.pcis[addr]; ok {
+		return n
+	}
+	n := &xmlNode{name: "pci", key: addr, attrs: [][2]string{{"busid", addr}}}
+	if d, ok := t.host.pci[addr]; ok {
+		n.attrs = append(n.attrs, [2]string{"class", d.Class}, [2]string{"vendor", d.Vendor})
+		if d.Device != "" {
+			n.attrs = append(n.attrs, [2]string{"device", d.Device})
+		}
+	}
+	t.pcis[addr] = n
+	parent.subs = append(parent.subs, n)
+	return n
 }
 
 // xmlParents returns the switches NCCL keeps above a device, nearest first.
@@ -115,23 +150,6 @@ func xmlParents(chain []string) []string {
 		out = append(out, chain[i-2])
 	}
 	return out
-}
-
-// pciChild returns parent's <pci> child for addr, creating it.
-func pciChild(parent *xmlNode, pcis map[string]*xmlNode, devs map[string]PCIDevice, addr string) *xmlNode {
-	if n, ok := pcis[addr]; ok {
-		return n
-	}
-	n := &xmlNode{name: "pci", key: addr, attrs: [][2]string{{"busid", addr}}}
-	if d, ok := devs[addr]; ok {
-		n.attrs = append(n.attrs, [2]string{"class", d.Class}, [2]string{"vendor", d.Vendor})
-		if d.Device != "" {
-			n.attrs = append(n.attrs, [2]string{"device", d.Device})
-		}
-	}
-	pcis[addr] = n
-	parent.subs = append(parent.subs, n)
-	return n
 }
 
 // writeXMLNode writes n the way NCCL's own dump does: two-space indent,
