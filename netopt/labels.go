@@ -24,33 +24,42 @@ const (
 	labelTopographTier = "fabric.topograph.run/tier-"
 )
 
-// presetKeys are the fixed keys of the presets in the order they nest.
-// Families a cluster does not use are simply absent from its nodes.
-var presetKeys = [][]string{
-	{LabelRegion, legacyRegion},
-	{LabelZone, legacyZone},
-	// GKE compact placement and TPU/GPU super-blocks.
-	{"cloud.google.com/gce-topology-block"},
-	{"cloud.google.com/gce-topology-subblock"},
-	{"cloud.google.com/gce-topology-host"},
-	// EKS layers go here (numbered family).
-	// NVIDIA topograph, first label scheme.
-	{"network.topology.nvidia.com/datacenter"},
-	{"network.topology.nvidia.com/core"},
-	{"network.topology.nvidia.com/spine"},
-	{"network.topology.nvidia.com/leaf"},
-	{"network.topology.nvidia.com/block"},
-	{"network.topology.nvidia.com/accelerator"},
-	// Topograph fabric tiers go here (numbered family), then its accelerator
-	// domains and the GPU operator's NVLink clique.
-	{"accelerator.topograph.run/domain"},
-	{"accelerator.topograph.run/sub-domain"},
-	{"nvidia.com/gpu.clique"},
+// labelLevel is one level of the presets: the first of keys a node carries,
+// or, with family set, every key family+N the node carries.
+type labelLevel struct {
+	keys      []string
+	family    string
+	highFirst bool // family members run from the highest N (broadest) down
+}
+
+// presets are the levels in the order they nest. Families a cluster does
+// not use are simply absent from its nodes.
+var presets = []labelLevel{
+	{keys: []string{LabelRegion, legacyRegion}},
+	{keys: []string{LabelZone, legacyZone}},
+	// GKE compact placement and super-blocks.
+	{keys: []string{"cloud.google.com/gce-topology-block"}},
+	{keys: []string{"cloud.google.com/gce-topology-subblock"}},
+	{keys: []string{"cloud.google.com/gce-topology-host"}},
+	// EKS.
+	{family: labelEKSLayer},
+	// NVIDIA topograph, switch labels, then fabric tiers, then accelerator
+	// (NVLink) domains and the GPU operator's NVLink clique.
+	{keys: []string{"network.topology.nvidia.com/datacenter"}},
+	{keys: []string{"network.topology.nvidia.com/core"}},
+	{keys: []string{"network.topology.nvidia.com/spine"}},
+	{keys: []string{"network.topology.nvidia.com/leaf"}},
+	{keys: []string{"network.topology.nvidia.com/block"}},
+	{keys: []string{"network.topology.nvidia.com/accelerator"}},
+	{family: labelTopographTier, highFirst: true},
+	{keys: []string{"accelerator.topograph.run/domain"}},
+	{keys: []string{"accelerator.topograph.run/sub-domain"}},
+	{keys: []string{"nvidia.com/gpu.clique"}},
 	// Volcano-style hypernode and rack labels.
-	{"volcano.sh/hypercluster"},
-	{"volcano.sh/hypernode"},
-	{"volcano.sh/tor"},
-	{LabelHostname},
+	{keys: []string{"volcano.sh/hypercluster"}},
+	{keys: []string{"volcano.sh/hypernode"}},
+	{keys: []string{"volcano.sh/tor"}},
+	{keys: []string{LabelHostname}},
 }
 
 // TopologyFromLabels returns a node's place in the network, broad to narrow,
@@ -65,31 +74,27 @@ var presetKeys = [][]string{
 // read, in that order. Keys a node does not carry are left out, so nodes
 // labelled alike get paths of the same depth.
 func TopologyFromLabels(labels map[string]string, keys []string) []string {
+	levels := presets
+	if len(keys) > 0 {
+		levels = make([]labelLevel, len(keys))
+		for i, k := range keys {
+			levels[i] = labelLevel{keys: []string{k}}
+		}
+	}
 	var path []string
-	add := func(alternatives ...string) {
-		for _, k := range alternatives {
+	for _, l := range levels {
+		if l.family != "" {
+			for _, k := range numbered(labels, l.family, l.highFirst) {
+				if v := strings.TrimSpace(labels[k]); v != "" {
+					path = append(path, v)
+				}
+			}
+			continue
+		}
+		for _, k := range l.keys {
 			if v := strings.TrimSpace(labels[k]); v != "" {
 				path = append(path, v)
-				return
-			}
-		}
-	}
-	if len(keys) > 0 {
-		for _, k := range keys {
-			add(k)
-		}
-		return path
-	}
-	for _, alts := range presetKeys {
-		add(alts...)
-		switch alts[0] {
-		case "cloud.google.com/gce-topology-host":
-			for _, k := range numbered(labels, labelEKSLayer, false) {
-				add(k)
-			}
-		case "network.topology.nvidia.com/accelerator":
-			for _, k := range numbered(labels, labelTopographTier, true) {
-				add(k)
+				break
 			}
 		}
 	}
@@ -97,8 +102,8 @@ func TopologyFromLabels(labels map[string]string, keys []string) []string {
 }
 
 // numbered returns the keys prefix+N present in labels, by N ascending
-// (descending when broadFirstHigh).
-func numbered(labels map[string]string, prefix string, broadFirstHigh bool) []string {
+// (descending when highFirst).
+func numbered(labels map[string]string, prefix string, highFirst bool) []string {
 	type key struct {
 		n int
 		k string
@@ -112,7 +117,7 @@ func numbered(labels map[string]string, prefix string, broadFirstHigh bool) []st
 		}
 	}
 	slices.SortFunc(ks, func(a, b key) int {
-		if broadFirstHigh {
+		if highFirst {
 			return cmp.Compare(b.n, a.n)
 		}
 		return cmp.Compare(a.n, b.n)

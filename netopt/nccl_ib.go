@@ -52,6 +52,8 @@ func chooseRDMAPorts(r *recommendation, h *Host) (ports []hcaPort, note string) 
 	if len(ports) == 0 {
 		if len(ib)+len(roce) == 0 {
 			r.warn("RDMA devices found but no port is ACTIVE: NCCL falls back to TCP sockets")
+		} else {
+			r.warn("no RDMA port is usable by NCCL's IB transport: NCCL_NET and NCCL_IB_HCA not set, NCCL decides by itself (it may try the devices, or fall back to TCP sockets)")
 		}
 		return nil, ""
 	}

@@ -22,7 +22,7 @@ import (
 // them contiguous, in O(n * depth). If the survivors' order is not
 // contiguous to begin with (it was not made here), each newcomer is instead
 // inserted at the gap that adds the fewest crossings at the broadest level,
-// which takes O(n) per newcomer.
+// which takes O(n * depth) per newcomer.
 type Orderer struct{}
 
 var _ coordinator.RingOrderer = (*Orderer)(nil)
@@ -33,31 +33,16 @@ func NewOrderer() *Orderer { return &Orderer{} }
 // Order returns survivors and newcomers, each exactly once, survivors in
 // their given relative order.
 func (o *Orderer) Order(survivors, newcomers []coordinator.MemberInfo) []coordinator.MemberInfo {
-	fresh := withPaths(newcomers)
 	root := &domain{}
 	for _, m := range survivors {
 		if !root.add(m, memberPath(m), true) {
 			return insertByCost(survivors, newcomers)
 		}
 	}
-	for _, p := range fresh {
-		root.add(p.m, p.path, false)
+	for _, m := range newcomers {
+		root.add(m, memberPath(m), false)
 	}
 	return root.appendTo(make([]coordinator.MemberInfo, 0, len(survivors)+len(newcomers)))
-}
-
-// placed is a member with its path.
-type placed struct {
-	m    coordinator.MemberInfo
-	path []string
-}
-
-func withPaths(ms []coordinator.MemberInfo) []placed {
-	out := make([]placed, len(ms))
-	for i, m := range ms {
-		out[i] = placed{m, memberPath(m)}
-	}
-	return out
 }
 
 // memberPath returns m's topology with its node appended as the narrowest

@@ -156,6 +156,25 @@ func TestRecommendOnMachines(t *testing.T) {
 			},
 		},
 		{
+			name: "RoCE without IPv4 addresses leaves the ports out and NCCL to decide",
+			build: func(f *sysfsFixture) {
+				roce(f)
+				f.peerMemory("nv_peer_mem")
+				f.uverbs(2)
+				for _, dev := range []string{"mlx5_0", "mlx5_1"} {
+					for _, i := range []string{"4", "5"} {
+						f.write("class/infiniband/"+dev+"/ports/1/gids/"+i, zeroGID)
+					}
+				}
+			},
+			env: map[string]string{"NCCL_SOCKET_IFNAME": "=eth2"},
+			warnings: []string{
+				"mlx5_0:1 is RoCE but its GID table has no RoCE v2 IPv4 entry (no IPv4 address on its interface?): left out of NCCL_IB_HCA",
+				"mlx5_1:1 is RoCE but its GID table has no RoCE v2 IPv4 entry (no IPv4 address on its interface?): left out of NCCL_IB_HCA",
+				"no RDMA port is usable by NCCL's IB transport: NCCL_NET and NCCL_IB_HCA not set, NCCL decides by itself (it may try the devices, or fall back to TCP sockets)",
+			},
+		},
+		{
 			name:  "VM with virtio, docker0, a veth and lo picks the virtio interface and warns about sockets",
 			build: vm,
 			env:   map[string]string{"NCCL_SOCKET_IFNAME": "=eth0"},
