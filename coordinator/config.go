@@ -1,0 +1,132 @@
+package coordinator
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Policy bounds the world size (total slots) of a generation.
+type Policy struct {
+	// Min is the smallest world size that trains; below it the generation
+	// is paused.
+	Min int
+	// Max is the largest world size; members beyond it are standby. 0 means
+	// no limit.
+	Max int
+	// Unit: the world size is a multiple of Unit (for example the number of
+	// GPUs a model-parallel group spans).
+	Unit int
+}
+
+// Config describes a job and how its members behave.
+type Config struct {
+	// Namespace and Job name the job; its keys live under
+	// /ringside/<Namespace>/<Job>/.
+	Namespace, Job string
+	// TTL of each member's session lease: how long a crashed member that
+	// nobody revokes stays in the ring. Gossip revokes faster.
+	TTL time.Duration
+	// Settle is how long the leader batches joins before committing them,
+	// measured from the last join; departures are committed at once.
+	Settle time.Duration
+	// MaxSettle caps the batching under a steady stream of joins.
+	MaxSettle time.Duration
+	Policy    Policy
+	// MasterPort is the first of MasterPortRange ports the rank-0 member
+	// serves the process-group store on. The port rotates with the
+	// generation so a new group never races the old store's socket.
+	MasterPort, MasterPortRange int
+	// Orderer places newcomers in the ring; nil means TopologyOrderer.
+	Orderer RingOrderer
+	// Logger receives structured logs; nil means slog.Default().
+	Logger *slog.Logger
+
+	hooks *testHooks
+}
+
+// testHooks let tests stop the leader at exact points.
+type testHooks struct {
+	beforeCommit func(*Generation)
+	afterCommit  func(g *Generation, committed bool, err error)
+}
+
+// DefaultConfig returns the defaults for a job.
+func DefaultConfig(namespace, job string) Config {
+	return Config{
+		Namespace: namespace,
+		Job:       job,
+		// 3 s: long enough to ride out an etcd leader election (~1 s),
+		// short enough that a crash without gossip still heals quickly.
+		TTL: 3 * time.Second,
+		// 500 ms: pods of a scale-up start within a few hundred ms of each
+		// other; one generation for all of them beats one per pod.
+		Settle:    500 * time.Millisecond,
+		MaxSettle: 5 * time.Second,
+		Policy:    Policy{Min: 1, Max: 0, Unit: 1},
+		// torchrun's default master port, and 16 ports to rotate through.
+		MasterPort:      29500,
+		MasterPortRange: 16,
+	}
+}
+
+// Prefix is the job's key prefix, ending in "/".
+func (c Config) Prefix() string {
+	return "/ringside/" + c.Namespace + "/" + c.Job + "/"
+}
+
+// Validate reports every problem with the config.
+func (c Config) Validate() error {
+	var errs []error
+	for what, v := range map[string]string{"namespace": c.Namespace, "job": c.Job} {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s is empty", what))
+		} else if strings.ContainsAny(v, "/ \t\n") {
+			errs = append(errs, fmt.Errorf("%s %q contains '/' or whitespace", what, v))
+		}
+	}
+	if c.TTL < time.Second || c.TTL%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("ttl must be a whole number of seconds, at least 1s, got %s", c.TTL))
+	}
+	if c.Settle < 0 {
+		errs = append(errs, fmt.Errorf("settle window must not be negative, got %s", c.Settle))
+	}
+	if c.MaxSettle < c.Settle {
+		errs = append(errs, fmt.Errorf("max settle %s is shorter than the settle window %s", c.MaxSettle, c.Settle))
+	}
+	if err := c.Policy.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.MasterPort < 1 || c.MasterPortRange < 1 || c.MasterPort+c.MasterPortRange-1 > 65535 {
+		errs = append(errs, fmt.Errorf("master ports %d..%d are not a valid port range",
+			c.MasterPort, c.MasterPort+c.MasterPortRange-1))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate reports what is wrong with a policy.
+func (p Policy) Validate() error {
+	var errs []error
+	if p.Min < 1 {
+		errs = append(errs, fmt.Errorf("min must be at least 1, got %d", p.Min))
+	}
+	if p.Unit < 1 {
+		errs = append(errs, fmt.Errorf("unit must be at least 1, got %d", p.Unit))
+	}
+	if p.Max != 0 && p.Max < p.Min {
+		errs = append(errs, fmt.Errorf("max %d is below min %d", p.Max, p.Min))
+	}
+	if p.Max != 0 && p.Unit > 0 && p.Max < p.Unit {
+		errs = append(errs, fmt.Errorf("max %d is below unit %d: no world size fits", p.Max, p.Unit))
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) logger() *slog.Logger {
+	if c.Logger != nil {
+		return c.Logger
+	}
+	return slog.Default()
+}

@@ -1,0 +1,294 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ringside/ringside/etcdlocal/etcdtest"
+)
+
+func TestJoinOfNMembersCommitsOneGenerationWithAll(t *testing.T) {
+	j, _ := testJob(t)
+	names := ids("w", 8)
+	var ms []*Member
+	for _, id := range names {
+		ms = append(ms, join(t, j, id))
+	}
+	for _, m := range ms {
+		g := await(t, m, "generation of 8", hasIDs(names...))
+		if g.WorldSize != 8 || g.Paused {
+			t.Fatalf("world size %d paused %v, want 8 and not paused", g.WorldSize, g.Paused)
+		}
+		r, _ := g.Member(m.ID())
+		if g.Members[r.Rank].ID != m.ID() {
+			t.Fatalf("rank %d of %s does not index the ring", r.Rank, m.ID())
+		}
+		if g.MasterAddr != g.Members[0].Addr || g.MasterPort < 29500 || g.MasterPort >= 29516 {
+			t.Fatalf("master %s:%d, want rank 0's address on a port in 29500..29515", g.MasterAddr, g.MasterPort)
+		}
+	}
+}
+
+func TestGracefulLeaveCommitsAtOnce(t *testing.T) {
+	j, _ := testJob(t, func(c *Config) { c.TTL = 30 * time.Second })
+	a, b, c := join(t, j, "a"), join(t, j, "b"), join(t, j, "c")
+	g := await(t, a, "all three", hasIDs("a", "b", "c"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// With a 30 s TTL only the revoke can explain a quick new generation.
+	next := await(t, c, "generation without b", hasIDs("a", "c"))
+	if next.Number != g.Number+1 {
+		t.Fatalf("generation %d follows %d, want exactly one commit", next.Number, g.Number)
+	}
+	if !strings.Contains(next.Reason, "leave b") {
+		t.Fatalf("reason %q does not name the leave", next.Reason)
+	}
+	for range b.Generations() {
+		// drain what was delivered before the leave; the loop ends when
+		// the channel is closed
+	}
+}
+
+func TestCrashedMemberIsRemovedWhenItsLeaseExpires(t *testing.T) {
+	j, _ := testJob(t)
+	a, b, c := join(t, j, "a"), join(t, j, "b"), join(t, j, "c")
+	await(t, a, "all three", hasIDs("a", "b", "c"))
+	c.Close() // no revoke: the lease runs out
+	await(t, b, "generation without c", hasIDs("a", "b"))
+}
+
+func TestLeaderCrashDuringCommitIsFencedOff(t *testing.T) {
+	srv := etcdtest.Start(t)
+	client := etcdtest.Client(t, srv)
+	reached := make(chan *Generation, 1)
+	release := make(chan struct{})
+	result := make(chan bool, 1)
+	var armed atomic.Bool
+	// The first member's job blocks its leader right before a commit once
+	// armed, and reports whether that commit went through.
+	ja := newTestJob(t, client, func(c *Config) {
+		c.hooks = &testHooks{
+			beforeCommit: func(g *Generation) {
+				if armed.Load() {
+					reached <- g
+					<-release
+				}
+			},
+			afterCommit: func(g *Generation, ok bool, err error) {
+				if armed.Load() {
+					result <- ok
+				}
+			},
+		}
+	})
+	jb := newTestJob(t, client)
+	a := join(t, ja, "a")
+	b := join(t, jb, "b")
+	await(t, b, "a and b", hasIDs("a", "b"))
+	if leaderOf(t, a, b) != a {
+		t.Fatal("a joined first but does not lead")
+	}
+	armed.Store(true) // the leader goroutine is idle; the join below wakes it
+	join(t, jb, "c")
+	stale := <-reached
+	// a crashes in the middle of the commit: its lease is gone.
+	if _, err := client.Revoke(context.Background(), a.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	won := await(t, b, "the successor's generation", hasIDs("b", "c"))
+	if won.Leader != "b" {
+		t.Fatalf("generation committed by %q, want b", won.Leader)
+	}
+	close(release)
+	if <-result {
+		t.Fatalf("the deposed leader committed generation %d", stale.Number)
+	}
+	resp, err := client.Get(context.Background(), jb.genKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := decodeGeneration(resp.Kvs[0].Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.Leader != "b" || stored.Number != won.Number {
+		t.Fatalf("stored generation %d by %s, want %d by b", stored.Number, stored.Leader, won.Number)
+	}
+}
+
+func TestPolicyStandbyAndPause(t *testing.T) {
+	j, _ := testJob(t, func(c *Config) {
+		c.Policy = Policy{Min: 3, Max: 4, Unit: 1}
+		c.TTL = 30 * time.Second
+	})
+	a, b := join(t, j, "a"), join(t, j, "b")
+	g := await(t, a, "paused below min", hasIDs("a", "b"))
+	if !g.Paused {
+		t.Fatal("a generation below min is not paused")
+	}
+	join(t, j, "c")
+	g = await(t, a, "three training", hasIDs("a", "b", "c"))
+	if g.Paused || g.WorldSize != 3 {
+		t.Fatalf("paused %v world %d, want a running world of 3", g.Paused, g.WorldSize)
+	}
+	join(t, j, "d")
+	e := join(t, j, "e")
+	g = await(t, a, "four at max, e standby", func(g *Generation) bool {
+		return hasIDs("a", "b", "c", "d")(g) && slices.Equal(g.Standby, []string{"e"})
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// e, the standby, fills b's place.
+	g = await(t, e, "standby promoted", hasIDs("a", "c", "d", "e"))
+	if g.WorldSize != 4 {
+		t.Fatalf("world size %d, want 4", g.WorldSize)
+	}
+}
+
+func TestDrainingMemberIsExcludedAtOnce(t *testing.T) {
+	j, _ := testJob(t, func(c *Config) { c.TTL = 30 * time.Second })
+	a, b := join(t, j, "a"), join(t, j, "b")
+	join(t, j, "c")
+	g := await(t, a, "all three", hasIDs("a", "b", "c"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.SetState(ctx, StateDraining); err != nil {
+		t.Fatal(err)
+	}
+	next := await(t, b, "generation without the draining b", hasIDs("a", "c"))
+	if next.Number != g.Number+1 || !strings.Contains(next.Reason, "drain b") {
+		t.Fatalf("generation %d (%q), want %d for drain b", next.Number, next.Reason, g.Number+1)
+	}
+}
+
+func TestRanksStayStableAcrossRandomJoinsAndLeaves(t *testing.T) {
+	j, _ := testJob(t, func(c *Config) { c.TTL = 30 * time.Second })
+	rng := rand.New(rand.NewPCG(1, 2))
+	watcher := join(t, j, "watcher")
+	live := []*Member{watcher}
+	prev := await(t, watcher, "first generation", hasIDs("watcher"))
+	for i := range 20 {
+		var want []string
+		if len(live) > 1 && rng.IntN(2) == 0 {
+			k := 1 + rng.IntN(len(live)-1)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := live[k].Leave(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+			live = slices.Delete(live, k, k+1)
+		} else {
+			live = append(live, join(t, j, fmt.Sprintf("m%d", i), func(info *MemberInfo) {
+				info.Topology = []string{fmt.Sprintf("zone-%d", rng.IntN(3))}
+			}))
+		}
+		for _, m := range live {
+			want = append(want, m.ID())
+		}
+		g := await(t, watcher, fmt.Sprintf("step %d", i), hasIDs(want...))
+		var kept, order []string
+		for _, id := range prev.IDs() {
+			if _, ok := g.Member(id); ok {
+				kept = append(kept, id)
+			}
+		}
+		for _, id := range g.IDs() {
+			if _, ok := prev.Member(id); ok {
+				order = append(order, id)
+			}
+		}
+		if !slices.Equal(kept, order) {
+			t.Fatalf("step %d reordered survivors: %v became %v", i, kept, order)
+		}
+		prev = g
+	}
+}
+
+func TestEtcdRestartCausesNoSpuriousGeneration(t *testing.T) {
+	srv := etcdtest.Start(t)
+	client := etcdtest.Client(t, srv)
+	j := newTestJob(t, client, func(c *Config) { c.TTL = 10 * time.Second })
+	names := []string{"a", "b", "c"}
+	var ms []*Member
+	leases := map[string]clientv3.LeaseID{}
+	for _, id := range names {
+		m := join(t, j, id)
+		ms = append(ms, m)
+		leases[id] = m.Lease()
+	}
+	before := await(t, ms[0], "all three", hasIDs(names...))
+
+	cfg := srv.Config()
+	t.Log("closing etcd")
+	srv.Close()
+	t.Log("restarting etcd")
+	etcdtest.Restart(t, cfg)
+	t.Log("etcd restarted")
+
+	// A real change after the restart: its generation must directly follow
+	// the one from before.
+	d := join(t, j, "d")
+	t.Log("d joined")
+	after := await(t, d, "generation with d", hasIDs("a", "b", "c", "d"))
+	if after.Number != before.Number+1 {
+		t.Fatalf("generation %d after the restart, want %d: a spurious generation was committed", after.Number, before.Number+1)
+	}
+	for _, m := range ms {
+		g := await(t, m, "generation with d", hasIDs("a", "b", "c", "d"))
+		if g.Number != after.Number {
+			t.Fatalf("%s holds generation %d, want %d", m.ID(), g.Number, after.Number)
+		}
+		if m.Lease() != leases[m.ID()] {
+			t.Fatalf("%s registered again across the restart", m.ID())
+		}
+	}
+}
+
+func TestMalformedValuesAreReportedAndIgnored(t *testing.T) {
+	rec := &recorder{}
+	j, client := testJob(t, func(c *Config) { c.Logger = newRecorderLogger(rec) })
+	a := join(t, j, "a")
+	g := await(t, a, "a alone", hasIDs("a"))
+	ctx := context.Background()
+	prefix := j.Config().Prefix()
+	for key, value := range map[string]string{
+		prefix + "members/garbage":  "{not json",
+		prefix + "members/noslots":  `{"id":"noslots","addr":"x","slots":0,"state":"active"}`,
+		prefix + "members/mismatch": `{"id":"other","addr":"x","slots":1,"state":"active"}`,
+		prefix + "members/badstate": `{"id":"badstate","addr":"x","slots":1,"state":"sleepy"}`,
+	} {
+		if _, err := client.Put(ctx, key, value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := client.Put(ctx, prefix+"generation", `{"number": "seven"}`); err != nil {
+		t.Fatal(err)
+	}
+	b := join(t, j, "b")
+	next := await(t, b, "a and b only", hasIDs("a", "b"))
+	if next.Number <= g.Number {
+		t.Fatalf("generation number went from %d to %d", g.Number, next.Number)
+	}
+	if n := j.BadValues(); n < 5 {
+		t.Fatalf("%d bad values reported, want at least 5", n)
+	}
+	for _, want := range []string{"members/garbage", "members/noslots", "members/mismatch", "members/badstate", "generation"} {
+		if !strings.Contains(rec.String(), want) {
+			t.Errorf("log does not report %s:\n%s", want, rec.String())
+		}
+	}
+}

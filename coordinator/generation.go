@@ -1,0 +1,111 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Generation is one committed configuration of the all-reduce group. A
+// Generation handed out by this package is shared: treat it as read-only.
+type Generation struct {
+	// Number increases by one with every commit.
+	Number int64 `json:"number"`
+	// Members in ring order; ranks are contiguous from 0.
+	Members []RankedMember `json:"members"`
+	// Standby members are eligible but do not fit the policy; they join
+	// first when room opens.
+	Standby []string `json:"standby,omitempty"`
+	// WorldSize is the number of ranks: the sum of the members' slots.
+	WorldSize int `json:"world_size"`
+	// MasterAddr and MasterPort are where rank 0 serves the group's store.
+	MasterAddr string `json:"master_addr"`
+	MasterPort int    `json:"master_port"`
+	// Paused generations are below the policy's min: trainers wait.
+	Paused bool `json:"paused,omitempty"`
+	// Reason says what changed, for people.
+	Reason string `json:"reason"`
+	// Leader is the member that committed the generation.
+	Leader string `json:"leader"`
+	// MemberRevision is the etcd revision of members/ it was built from.
+	MemberRevision int64 `json:"member_revision"`
+
+	index map[string]int
+}
+
+// RankedMember is a member's place in a generation.
+type RankedMember struct {
+	ID   string `json:"id"`
+	Addr string `json:"addr"`
+	// Rank is the member's first rank; it holds Rank..Rank+Slots-1.
+	Rank  int `json:"rank"`
+	Slots int `json:"slots"`
+}
+
+// Member returns the member with id and whether it is in the generation.
+func (g *Generation) Member(id string) (RankedMember, bool) {
+	if g.index == nil {
+		g.buildIndex()
+	}
+	i, ok := g.index[id]
+	if !ok {
+		return RankedMember{}, false
+	}
+	return g.Members[i], true
+}
+
+// IDs returns the member ids in ring order.
+func (g *Generation) IDs() []string {
+	ids := make([]string, len(g.Members))
+	for i, m := range g.Members {
+		ids[i] = m.ID
+	}
+	return ids
+}
+
+func (g *Generation) buildIndex() {
+	g.index = make(map[string]int, len(g.Members))
+	for i, m := range g.Members {
+		g.index[m.ID] = i
+	}
+}
+
+// decodeGeneration parses and checks a stored generation; the result has its
+// index built, so it is safe to share between goroutines.
+func decodeGeneration(b []byte) (*Generation, error) {
+	var g Generation
+	if err := json.Unmarshal(b, &g); err != nil {
+		return nil, fmt.Errorf("decode generation: %w", err)
+	}
+	if err := g.validate(); err != nil {
+		return nil, fmt.Errorf("invalid generation %d: %w", g.Number, err)
+	}
+	g.buildIndex()
+	return &g, nil
+}
+
+func (g *Generation) validate() error {
+	if g.Number < 1 {
+		return fmt.Errorf("number %d is not positive", g.Number)
+	}
+	rank := 0
+	seen := make(map[string]bool, len(g.Members))
+	for _, m := range g.Members {
+		switch {
+		case m.ID == "":
+			return errors.New("a member has no id")
+		case seen[m.ID]:
+			return fmt.Errorf("member %q appears twice", m.ID)
+		case m.Slots < 1:
+			return fmt.Errorf("member %q has %d slots", m.ID, m.Slots)
+		case m.Rank != rank:
+			return fmt.Errorf("member %q has rank %d, want %d", m.ID, m.Rank, rank)
+		}
+		seen[m.ID] = true
+		rank += m.Slots
+	}
+	if rank != g.WorldSize {
+		return fmt.Errorf("world size %d, but the members hold %d ranks", g.WorldSize, rank)
+	}
+	return nil
+}

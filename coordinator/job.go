@@ -1,0 +1,196 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Job is a handle on one job's key space. It runs one watch of the
+// generation key and fans each committed generation out to every member
+// joined through it, so a process with many members (a benchmark, a test)
+// decodes each generation once.
+type Job struct {
+	client *clientv3.Client
+	cfg    Config
+	log    *slog.Logger
+
+	mu   sync.Mutex
+	cur  *Generation
+	subs map[chan *Generation]struct{}
+
+	badValues atomic.Int64
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// NewJob validates cfg and starts watching the job's generation. Close
+// stops it.
+func NewJob(client *clientv3.Client, cfg Config) (*Job, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("job config: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	j := &Job{
+		client: client,
+		cfg:    cfg,
+		log:    cfg.logger().With("job", cfg.Job, "namespace", cfg.Namespace),
+		subs:   make(map[chan *Generation]struct{}),
+		cancel: cancel,
+	}
+	j.wg.Add(1)
+	go func() {
+		defer j.wg.Done()
+		j.watchGenerations(ctx)
+	}()
+	return j, nil
+}
+
+// Close stops the job's watch. Members joined through it must be closed or
+// have left first.
+func (j *Job) Close() {
+	j.cancel()
+	j.wg.Wait()
+}
+
+// Config returns the job's config.
+func (j *Job) Config() Config { return j.cfg }
+
+// Generation returns the newest committed generation seen, or nil.
+func (j *Job) Generation() *Generation {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.cur
+}
+
+// BadValues counts malformed values found under the job's prefix (reported
+// in the log and otherwise ignored).
+func (j *Job) BadValues() int64 { return j.badValues.Load() }
+
+func (j *Job) reportBad(key string, err error) {
+	j.badValues.Add(1)
+	j.log.Warn("ignoring malformed value", "key", key, "err", err)
+}
+
+func (j *Job) genKey() string { return j.cfg.Prefix() + "generation" }
+
+// subscribe returns a channel that always holds the newest generation not
+// yet received (older undelivered ones are replaced).
+func (j *Job) subscribe() chan *Generation {
+	ch := make(chan *Generation, 1)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.subs[ch] = struct{}{}
+	if j.cur != nil {
+		ch <- j.cur
+	}
+	return ch
+}
+
+func (j *Job) unsubscribe(ch chan *Generation) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	delete(j.subs, ch)
+}
+
+func (j *Job) publish(g *Generation) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.cur != nil && g.Number <= j.cur.Number {
+		return
+	}
+	j.cur = g
+	for ch := range j.subs {
+		replace(ch, g)
+	}
+}
+
+// replace puts g in ch, dropping an undelivered older value. Only the
+// publisher sends, so the loop ends after at most one drop.
+func replace(ch chan *Generation, g *Generation) {
+	for {
+		select {
+		case ch <- g:
+			return
+		default:
+			select {
+			case <-ch:
+			default:
+			}
+		}
+	}
+}
+
+// watchGenerations reads the generation key and follows it until ctx ends,
+// starting over (with backoff) when etcd is unreachable or the watch is
+// compacted away.
+func (j *Job) watchGenerations(ctx context.Context) {
+	bo := newBackoff()
+	for ctx.Err() == nil {
+		err := j.followGenerations(ctx, bo)
+		if ctx.Err() != nil {
+			return
+		}
+		wait := bo.NextBackOff()
+		j.log.Warn("generation watch interrupted; retrying", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (j *Job) followGenerations(ctx context.Context, bo backoff.BackOff) error {
+	key := j.genKey()
+	resp, err := j.client.Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("get generation: %w", err)
+	}
+	bo.Reset()
+	for _, kv := range resp.Kvs {
+		j.accept(kv.Value)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for wresp := range j.client.Watch(wctx, key, clientv3.WithRev(resp.Header.Revision+1)) {
+		if err := wresp.Err(); err != nil {
+			return fmt.Errorf("watch generation: %w", err)
+		}
+		for _, ev := range wresp.Events {
+			if ev.Type == clientv3.EventTypePut {
+				j.accept(ev.Kv.Value)
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return errors.New("watch closed")
+}
+
+func (j *Job) accept(value []byte) {
+	g, err := decodeGeneration(value)
+	if err != nil {
+		j.reportBad(j.genKey(), err)
+		return
+	}
+	j.publish(g)
+}
+
+// newBackoff retries etcd operations from 50 ms up to 2 s apart, forever:
+// the callers stop on their context.
+func newBackoff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 50 * time.Millisecond
+	b.MaxInterval = 2 * time.Second
+	b.MaxElapsedTime = 0
+	return b
+}

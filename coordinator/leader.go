@@ -1,0 +1,253 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// errFenced means a commit's Txn failed its compares: this member is no
+// longer the leader, or someone else wrote the generation.
+var errFenced = errors.New("coordinator: commit fenced off")
+
+// campaign runs for the leadership on sess and, once elected, leads until
+// ctx ends or the session is lost; then it campaigns again.
+func (m *Member) campaign(ctx context.Context, sess *concurrency.Session) {
+	bo := newBackoff()
+	for ctx.Err() == nil {
+		key, rev, err := elect(ctx, sess, m.job.cfg.Prefix()+"election/", m.info.ID)
+		if err == nil {
+			m.leader.Store(true)
+			m.log.Info("elected leader")
+			err = m.lead(ctx, sess, key, rev)
+			m.leader.Store(false)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		wait := bo.NextBackOff()
+		m.log.Warn("leadership interrupted; campaigning again", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+}
+
+// leaderState is what the leader knows: the registered members and the
+// last committed generation with its ModRevision (the commit fence).
+type leaderState struct {
+	members   map[string]MemberInfo
+	memberRev int64
+	gen       *Generation
+	genRev    int64
+}
+
+// lead follows members/ and commits generations while leaderKey (created
+// at fence) is held. It
+// returns when ctx ends, the session is lost, a watch fails, or a commit is
+// fenced off.
+func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey string, fence int64) error {
+	client, cfg := m.job.client, m.job.cfg
+	membersPrefix := cfg.Prefix() + "members/"
+	genKey := m.job.genKey()
+
+	resp, err := client.Get(ctx, membersPrefix, clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("read members: %w", err)
+	}
+	rev := resp.Header.Revision
+	st := &leaderState{members: make(map[string]MemberInfo, len(resp.Kvs)), memberRev: rev}
+	for _, kv := range resp.Kvs {
+		m.applyMember(st, string(kv.Key), kv.Value, kv.CreateRevision)
+	}
+	gresp, err := client.Get(ctx, genKey, clientv3.WithRev(rev))
+	if err != nil {
+		return fmt.Errorf("read generation: %w", err)
+	}
+	for _, kv := range gresp.Kvs {
+		m.applyGeneration(st, kv.Value, kv.ModRevision)
+	}
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	memberWatch := client.Watch(wctx, membersPrefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	genWatch := client.Watch(wctx, genKey, clientv3.WithRev(rev+1))
+
+	c := committer{m: m, st: st, fence: fence, leaderKey: leaderKey}
+	defer c.stopTimer()
+	if err := c.evaluate(ctx, time.Now()); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-sess.Done():
+			return errors.New("session lost")
+		case wr, ok := <-memberWatch:
+			if !ok || wr.Err() != nil {
+				return fmt.Errorf("members watch ended: %v", wr.Err())
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					delete(st.members, strings.TrimPrefix(string(ev.Kv.Key), membersPrefix))
+				} else {
+					m.applyMember(st, string(ev.Kv.Key), ev.Kv.Value, ev.Kv.CreateRevision)
+				}
+			}
+			st.memberRev = wr.Header.Revision
+		case wr, ok := <-genWatch:
+			if !ok || wr.Err() != nil {
+				return fmt.Errorf("generation watch ended: %v", wr.Err())
+			}
+			for _, ev := range wr.Events {
+				if ev.Kv.ModRevision == st.genRev {
+					continue // our own commit
+				}
+				if ev.Type == clientv3.EventTypeDelete {
+					st.genRev = 0
+					continue
+				}
+				m.applyGeneration(st, ev.Kv.Value, ev.Kv.ModRevision)
+			}
+		case <-c.timerC:
+			c.timerC = nil
+			if next, d := cfg.plan(st.gen, st.members); next != nil {
+				if err := c.commit(ctx, next, d); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if err := c.evaluate(ctx, time.Now()); err != nil {
+			return err
+		}
+	}
+}
+
+// applyMember records a members/ value, or drops the member if the value is
+// malformed.
+func (m *Member) applyMember(st *leaderState, key string, value []byte, createRev int64) {
+	id := key[strings.LastIndexByte(key, '/')+1:]
+	var info MemberInfo
+	err := json.Unmarshal(value, &info)
+	if err == nil {
+		err = info.Validate()
+	}
+	if err == nil && info.ID != id {
+		err = fmt.Errorf("id %q does not match the key", info.ID)
+	}
+	if err != nil {
+		m.job.reportBad(key, err)
+		delete(st.members, id)
+		return
+	}
+	info.JoinRevision = createRev
+	st.members[id] = info
+}
+
+// applyGeneration records a stored generation. A malformed one is reported
+// and the newest good generation this process saw stands in for it, so
+// numbers keep increasing; its ModRevision still fences the next commit.
+func (m *Member) applyGeneration(st *leaderState, value []byte, modRev int64) {
+	st.genRev = modRev
+	g, err := decodeGeneration(value)
+	if err != nil {
+		m.job.reportBad(m.job.genKey(), err)
+		if known := m.job.Generation(); known != nil && (st.gen == nil || known.Number > st.gen.Number) {
+			st.gen = known
+		}
+		return
+	}
+	st.gen = g
+}
+
+// committer plans and commits generations for one term of leadership.
+type committer struct {
+	m         *Member
+	st        *leaderState
+	fence     int64 // CreateRevision of our election key
+	leaderKey string
+
+	timer     *time.Timer
+	timerC    <-chan time.Time
+	firstJoin time.Time
+}
+
+// evaluate commits the planned generation at once if it removes anyone, or
+// arms the settle timer if it only adds members.
+func (c *committer) evaluate(ctx context.Context, now time.Time) error {
+	cfg := c.m.job.cfg
+	next, d := cfg.plan(c.st.gen, c.st.members)
+	if next == nil {
+		c.stopTimer()
+		return nil
+	}
+	if d.urgent() {
+		return c.commit(ctx, next, d)
+	}
+	if c.timerC == nil {
+		c.firstJoin = now
+	}
+	deadline := now.Add(cfg.Settle)
+	if latest := c.firstJoin.Add(cfg.MaxSettle); deadline.After(latest) {
+		deadline = latest
+	}
+	c.stopTimer()
+	c.timer = time.NewTimer(deadline.Sub(now))
+	c.timerC = c.timer.C
+	return nil
+}
+
+func (c *committer) stopTimer() {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.timer, c.timerC = nil, nil
+}
+
+// commit writes next in one Txn fenced by our election key and the previous
+// generation's ModRevision. The Txn is not cancelled with ctx: once sent,
+// the fence alone decides.
+func (c *committer) commit(ctx context.Context, next *Generation, d delta) error {
+	c.stopTimer()
+	m := c.m
+	next.Leader = m.info.ID
+	next.MemberRevision = c.st.memberRev
+	next.Reason = d.String()
+	if h := m.job.cfg.hooks; h != nil && h.beforeCommit != nil {
+		h.beforeCommit(next)
+	}
+	b, err := json.Marshal(next)
+	if err != nil {
+		return fmt.Errorf("encode generation: %w", err)
+	}
+	genKey := m.job.genKey()
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
+	defer cancel()
+	resp, err := m.job.client.Txn(tctx).If(
+		clientv3.Compare(clientv3.CreateRevision(c.leaderKey), "=", c.fence),
+		clientv3.Compare(clientv3.ModRevision(genKey), "=", c.st.genRev),
+	).Then(clientv3.OpPut(genKey, string(b))).Commit()
+	committed := err == nil && resp.Succeeded
+	if h := m.job.cfg.hooks; h != nil && h.afterCommit != nil {
+		h.afterCommit(next, committed, err)
+	}
+	if err != nil {
+		return fmt.Errorf("commit generation %d: %w", next.Number, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("commit generation %d: %w", next.Number, errFenced)
+	}
+	c.st.gen, c.st.genRev = next, resp.Header.Revision
+	m.log.Info("committed generation", "generation", next.Number, "world_size", next.WorldSize,
+		"members", len(next.Members), "paused", next.Paused, "reason", next.Reason)
+	return nil
+}

@@ -1,0 +1,72 @@
+package coordinator
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// State is a member's own view of its participation.
+type State string
+
+const (
+	// StateActive members are eligible for the next generation.
+	StateActive State = "active"
+	// StateDraining members are leaving (preemption) and are excluded from the
+	// next generation, which the leader commits at once.
+	StateDraining State = "draining"
+)
+
+// MemberInfo is what a member publishes under members/<id>.
+type MemberInfo struct {
+	ID string `json:"id"`
+	// Addr is the host or IP other workers reach this member's trainer at.
+	Addr string `json:"addr"`
+	// Node is the Kubernetes node (or host) the member runs on.
+	Node string `json:"node,omitempty"`
+	// Topology is the member's place in the network, broad to narrow, for
+	// example ["zone-a", "block-1", "rack-3", "host-7"].
+	Topology []string `json:"topology,omitempty"`
+	// Slots is the number of trainer processes (ranks) the member runs.
+	Slots int `json:"slots"`
+	// GossipAddr is host:port of the member's gossip endpoint, if any.
+	GossipAddr string `json:"gossip_addr,omitempty"`
+	State      State  `json:"state"`
+
+	// JoinRevision is the etcd CreateRevision of the member's key: the order
+	// in which members joined. Filled in by readers, never stored.
+	JoinRevision int64 `json:"-"`
+}
+
+// Validate reports what is wrong with a member record.
+func (m MemberInfo) Validate() error {
+	var errs []error
+	if m.ID == "" {
+		errs = append(errs, errors.New("id is empty"))
+	} else if strings.ContainsAny(m.ID, "/ \t\n") {
+		errs = append(errs, fmt.Errorf("id %q contains '/' or whitespace", m.ID))
+	}
+	if m.Addr == "" {
+		errs = append(errs, errors.New("addr is empty"))
+	}
+	if m.Slots < 1 {
+		errs = append(errs, fmt.Errorf("slots must be at least 1, got %d", m.Slots))
+	}
+	switch m.State {
+	case StateActive, StateDraining:
+	default:
+		errs = append(errs, fmt.Errorf("state %q is neither %q nor %q", m.State, StateActive, StateDraining))
+	}
+	return errors.Join(errs...)
+}
+
+// RingOrderer decides where members sit in the all-reduce ring.
+//
+// Order returns every member of survivors and newcomers exactly once.
+// survivors are given in their current ring order and must keep that relative
+// order (stable ranks); newcomers are given in join order and may be placed
+// anywhere. The coordinator checks the result and falls back to
+// TopologyOrderer if an implementation breaks the contract.
+type RingOrderer interface {
+	Order(survivors, newcomers []MemberInfo) []MemberInfo
+}

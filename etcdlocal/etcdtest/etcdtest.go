@@ -1,0 +1,57 @@
+// Package etcdtest starts a real embedded etcd for a test, on free loopback
+// ports, and cleans it up when the test ends.
+package etcdtest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ringside/ringside/etcdlocal"
+)
+
+// Start runs an etcd server for tb and returns it. The server is closed
+// when tb ends.
+func Start(tb testing.TB) *etcdlocal.Server {
+	tb.Helper()
+	cfg := etcdlocal.DefaultConfig(tb.TempDir())
+	var err error
+	if cfg.ClientURL, err = etcdlocal.FreeLoopbackURL(); err != nil {
+		tb.Fatal(err)
+	}
+	if cfg.PeerURL, err = etcdlocal.FreeLoopbackURL(); err != nil {
+		tb.Fatal(err)
+	}
+	cfg.LogLevel = "error"
+	cfg.UnsafeNoFsync = true
+	return Restart(tb, cfg)
+}
+
+// Restart starts a server with cfg (typically the Config of one that was
+// closed, to restart it on the same data and ports).
+func Restart(tb testing.TB, cfg etcdlocal.Config) *etcdlocal.Server {
+	tb.Helper()
+	s, err := etcdlocal.Start(context.Background(), cfg)
+	if err != nil {
+		tb.Fatalf("start embedded etcd: %v", err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// Client returns a client of s, closed when tb ends.
+func Client(tb testing.TB, s *etcdlocal.Server) *clientv3.Client {
+	tb.Helper()
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints:   s.Endpoints(),
+		DialTimeout: 5 * time.Second,
+		Logger:      nopLogger,
+	})
+	if err != nil {
+		tb.Fatalf("etcd client: %v", err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
