@@ -36,24 +36,24 @@ trainers in the rendezvous answer; these commands show what it would do.`,
 	return cmd
 }
 
-// sysfsFlags are the paths detect and env read.
-type sysfsFlags struct {
+// netoptPaths are the paths detect and env read.
+type netoptPaths struct {
 	sysfsRoot, devRoot string
 }
 
-func (f *sysfsFlags) register(cmd *cobra.Command) {
+func (f *netoptPaths) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.sysfsRoot, "sysfs-root", "/sys", "directory that stands for /sys (a fixture tree, or the host's sysfs mounted elsewhere)")
 	cmd.Flags().StringVar(&f.devRoot, "dev-root", "/dev", "directory that stands for /dev (where infiniband/uverbs* are looked for)")
 }
 
-func (f *sysfsFlags) config() netopt.Config {
+func (f *netoptPaths) config() netopt.Config {
 	cfg := netopt.DefaultConfig()
 	cfg.SysfsRoot, cfg.DevRoot = f.sysfsRoot, f.devRoot
 	return cfg
 }
 
 func newNetoptDetectCmd() *cobra.Command {
-	var paths sysfsFlags
+	var paths netoptPaths
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "detect",
@@ -74,9 +74,9 @@ listed as warnings.`,
 				return fmt.Errorf("detect: %w", err)
 			}
 			if asJSON {
-				return writeJSONLine(cmd.OutOrStdout(), h)
+				return netoptWriteJSON(cmd.OutOrStdout(), h)
 			}
-			return printHost(cmd.OutOrStdout(), h)
+			return netoptPrintHost(cmd.OutOrStdout(), h)
 		},
 	}
 	paths.register(cmd)
@@ -85,7 +85,7 @@ listed as warnings.`,
 }
 
 func newNetoptEnvCmd() *cobra.Command {
-	var paths sysfsFlags
+	var paths netoptPaths
 	var format, fabric string
 	var tc, sl int
 	cmd := &cobra.Command{
@@ -109,7 +109,7 @@ mixed link speeds, files that could not be read) go to stderr too.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := paths.config()
 			cfg.Fabric, cfg.IBTrafficClass, cfg.IBServiceLevel = netopt.Fabric(fabric), tc, sl
-			if err := checkEnvFlags(format, cfg); err != nil {
+			if err := netoptCheckEnvFlags(format, cfg); err != nil {
 				return err
 			}
 			h, err := netopt.Detect(cmd.Context(), cfg)
@@ -138,8 +138,8 @@ mixed link speeds, files that could not be read) go to stderr too.`,
 	return cmd
 }
 
-// checkEnvFlags names the flag that is wrong.
-func checkEnvFlags(format string, cfg netopt.Config) error {
+// netoptCheckEnvFlags names the flag that is wrong.
+func netoptCheckEnvFlags(format string, cfg netopt.Config) error {
 	var errs []error
 	switch format {
 	case "env", "conf", "xml":
@@ -160,8 +160,8 @@ func checkEnvFlags(format string, cfg netopt.Config) error {
 	return errors.Join(errs...)
 }
 
-// planResult is the one-line JSON of `netopt plan --json`.
-type planResult struct {
+// netoptPlanResult is the one-line JSON of `netopt plan --json`.
+type netoptPlanResult struct {
 	Members  int                 `json:"members"`
 	Levels   []netopt.LevelStats `json:"levels"`
 	PlanMS   float64             `json:"plan_ms"`
@@ -205,7 +205,7 @@ With --json it prints one line:
 			if err := model.Validate(); err != nil {
 				return fmt.Errorf("--bytes: %w", err)
 			}
-			cluster, err := readClusterFile(cmd.InOrStdin(), clusterFile)
+			cluster, err := netoptReadCluster(cmd.InOrStdin(), clusterFile)
 			if err != nil {
 				return err
 			}
@@ -214,17 +214,17 @@ With --json it prints one line:
 			planned := netopt.NewOrderer().Order(nil, given)
 			elapsed := time.Since(start)
 			if asJSON {
-				r := planResult{Members: len(planned), Levels: netopt.RingLevels(planned), PlanMS: roundTo(elapsed.Seconds()*1000, 3)}
-				r.Modelled.Planned = roundTo(model.AllReduce(planned).Seconds, 6)
-				r.Modelled.Given = roundTo(model.AllReduce(given).Seconds, 6)
+				r := netoptPlanResult{Members: len(planned), Levels: netopt.RingLevels(planned), PlanMS: netoptRound(elapsed.Seconds()*1000, 3)}
+				r.Modelled.Planned = netoptRound(model.AllReduce(planned).Seconds, 6)
+				r.Modelled.Given = netoptRound(model.AllReduce(given).Seconds, 6)
 				if withOrder {
 					for _, m := range planned {
 						r.Order = append(r.Order, m.ID)
 					}
 				}
-				return writeJSONLine(cmd.OutOrStdout(), r)
+				return netoptWriteJSON(cmd.OutOrStdout(), r)
 			}
-			return printPlan(cmd.OutOrStdout(), model, given, planned, elapsed)
+			return netoptPrintPlan(cmd.OutOrStdout(), model, given, planned, elapsed)
 		},
 	}
 	cmd.Flags().StringVar(&clusterFile, "cluster", "", "cluster file (JSON array of members); - reads stdin")
@@ -235,8 +235,8 @@ With --json it prints one line:
 	return cmd
 }
 
-// readClusterFile reads and checks the cluster file; "-" is stdin.
-func readClusterFile(stdin io.Reader, name string) ([]netopt.ClusterMember, error) {
+// netoptReadCluster reads and checks the cluster file; "-" is stdin.
+func netoptReadCluster(stdin io.Reader, name string) ([]netopt.ClusterMember, error) {
 	r := stdin
 	if name != "-" {
 		f, err := os.Open(name)
@@ -274,7 +274,7 @@ joined in random order.`,
 			if err != nil {
 				return fmt.Errorf("gen-cluster: %w", err)
 			}
-			return writeCluster(cmd.OutOrStdout(), cluster)
+			return netoptWriteCluster(cmd.OutOrStdout(), cluster)
 		},
 	}
 	cmd.Flags().IntVar(&spec.Members, "members", spec.Members, "number of members (hosts)")
@@ -285,8 +285,8 @@ joined in random order.`,
 	return cmd
 }
 
-// writeCluster writes one member per line, so the file diffs and greps well.
-func writeCluster(w io.Writer, cluster []netopt.ClusterMember) error {
+// netoptWriteCluster writes one member per line, so the file diffs and greps well.
+func netoptWriteCluster(w io.Writer, cluster []netopt.ClusterMember) error {
 	var b strings.Builder
 	b.WriteString("[\n")
 	for i, m := range cluster {
@@ -305,7 +305,7 @@ func writeCluster(w io.Writer, cluster []netopt.ClusterMember) error {
 	return err
 }
 
-func writeJSONLine(w io.Writer, v any) error {
+func netoptWriteJSON(w io.Writer, v any) error {
 	line, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode json: %w", err)
@@ -314,13 +314,13 @@ func writeJSONLine(w io.Writer, v any) error {
 	return err
 }
 
-func roundTo(x float64, digits int) float64 {
+func netoptRound(x float64, digits int) float64 {
 	p := math.Pow(10, float64(digits))
 	return math.Round(x*p) / p
 }
 
-// printPlan writes the human-readable plan.
-func printPlan(w io.Writer, model netopt.CostModel, given, planned []coordinator.MemberInfo, elapsed time.Duration) error {
+// netoptPrintPlan writes the human-readable plan.
+func netoptPrintPlan(w io.Writer, model netopt.CostModel, given, planned []coordinator.MemberInfo, elapsed time.Duration) error {
 	p, g := model.AllReduce(planned), model.AllReduce(given)
 	fmt.Fprintf(w, "planned a ring of %d members (%d ranks) in %.3f ms\n\n", len(planned), p.Ranks, elapsed.Seconds()*1000)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -332,7 +332,7 @@ func printPlan(w io.Writer, model netopt.CostModel, given, planned []coordinator
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nmodelled all-reduce of %s (alpha-beta; the slowest edge paces the ring):\n", humanBytes(model.Bytes))
+	fmt.Fprintf(w, "\nmodelled all-reduce of %s (alpha-beta; the slowest edge paces the ring):\n", netoptBytes(model.Bytes))
 	for _, e := range []struct {
 		name string
 		est  netopt.Estimate
@@ -351,7 +351,7 @@ func printPlan(w io.Writer, model netopt.CostModel, given, planned []coordinator
 	return tw.Flush()
 }
 
-func humanBytes(b float64) string {
+func netoptBytes(b float64) string {
 	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
 	i := 0
 	for b >= 1024 && i < len(units)-1 {
@@ -361,8 +361,8 @@ func humanBytes(b float64) string {
 	return fmt.Sprintf("%.4g %s", b, units[i])
 }
 
-// printHost writes the human-readable detection report.
-func printHost(w io.Writer, h *netopt.Host) error {
+// netoptPrintHost writes the human-readable detection report.
+func netoptPrintHost(w io.Writer, h *netopt.Host) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "GPUs: %d\tNVSwitches: %d\n", len(h.GPUs), len(h.NVSwitches))
 	for i, g := range h.GPUs {
@@ -405,7 +405,7 @@ func printHost(w io.Writer, h *netopt.Host) error {
 		return err
 	}
 	if len(h.GPUs) > 0 && len(h.RDMA) > 0 {
-		printPathMatrix(w, h)
+		netoptPrintPaths(w, h)
 	}
 	peer := h.PeerMemory
 	if peer == "" {
@@ -425,8 +425,8 @@ func printHost(w io.Writer, h *netopt.Host) error {
 	return nil
 }
 
-// printPathMatrix prints GPU rows by NIC columns, as nvidia-smi topo -m does.
-func printPathMatrix(w io.Writer, h *netopt.Host) {
+// netoptPrintPaths prints GPU rows by NIC columns, as nvidia-smi topo -m does.
+func netoptPrintPaths(w io.Writer, h *netopt.Host) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprint(tw, "GPU-NIC paths:")
 	for _, d := range h.RDMA {

@@ -45,7 +45,7 @@ func TestNetoptPlanJSONIsOneLineWithOptimalLevels(t *testing.T) {
 			t.Errorf("missing key %q in %s", k, out)
 		}
 	}
-	var r planResult
+	var r netoptPlanResult
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatal(err)
 	}
