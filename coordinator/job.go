@@ -194,3 +194,30 @@ func newBackoff() backoff.BackOff {
 	b.MaxElapsedTime = 0
 	return b
 }
+
+// Watch delivers committed generations, newest first (a slow reader skips
+// stale ones), starting with the current one if any. The channel is closed
+// when ctx ends.
+func (j *Job) Watch(ctx context.Context) <-chan *Generation {
+	in := j.subscribe()
+	out := make(chan *Generation)
+	j.wg.Add(1)
+	go func() {
+		defer j.wg.Done()
+		defer close(out)
+		defer j.unsubscribe(in)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case g := <-in:
+				select {
+				case out <- g:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out
+}

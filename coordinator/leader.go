@@ -21,7 +21,7 @@ var errFenced = errors.New("coordinator: commit fenced off")
 func (m *Member) campaign(ctx context.Context, sess *concurrency.Session) {
 	bo := newBackoff()
 	for ctx.Err() == nil {
-		key, rev, err := elect(ctx, sess, m.job.cfg.Prefix()+"election/", m.info.ID)
+		key, rev, err := elect(ctx, sess, m.job.cfg.Prefix()+"election/", m.id)
 		if err == nil {
 			m.leader.Store(true)
 			m.log.Info("elected leader")
@@ -219,7 +219,7 @@ func (c *committer) stopTimer() {
 func (c *committer) commit(ctx context.Context, next *Generation, d delta) error {
 	c.stopTimer()
 	m := c.m
-	next.Leader = m.info.ID
+	next.Leader = m.id
 	next.MemberRevision = c.st.memberRev
 	next.Reason = d.String()
 	if h := m.job.cfg.hooks; h != nil && h.beforeCommit != nil {

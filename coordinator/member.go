@@ -28,12 +28,13 @@ const attemptTimeout = 2 * time.Second
 // leadership and, while elected, the leader's duties.
 type Member struct {
 	job *Job
+	id  string
 	key string
 	log *slog.Logger
 
 	gens chan *Generation
 
-	mu   sync.Mutex
+	mu   sync.Mutex // guards info and sess
 	info MemberInfo
 	sess *concurrency.Session
 
@@ -59,6 +60,7 @@ func (j *Job) Join(ctx context.Context, info MemberInfo) (*Member, error) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	m := &Member{
 		job:    j,
+		id:     info.ID,
 		key:    j.cfg.Prefix() + "members/" + info.ID,
 		log:    j.log.With("member", info.ID),
 		info:   info,
@@ -76,7 +78,7 @@ func (j *Job) Join(ctx context.Context, info MemberInfo) (*Member, error) {
 }
 
 // ID returns the member's id.
-func (m *Member) ID() string { return m.info.ID }
+func (m *Member) ID() string { return m.id }
 
 // Generations delivers committed generations, newest first: a slow reader
 // skips generations it was too late for. It is closed when the member
@@ -125,7 +127,7 @@ func (m *Member) Leave(ctx context.Context) error {
 	lease := m.Lease()
 	_, err := m.job.client.Revoke(ctx, lease)
 	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return fmt.Errorf("leave %s: revoke lease: %w", m.info.ID, err)
+		return fmt.Errorf("leave %s: revoke lease: %w", m.id, err)
 	}
 	m.log.Info("left the job")
 	return nil

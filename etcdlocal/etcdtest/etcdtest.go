@@ -24,7 +24,7 @@ func Start(tb testing.TB) *etcdlocal.Server {
 	if cfg.PeerURL, err = etcdlocal.FreeLoopbackURL(); err != nil {
 		tb.Fatal(err)
 	}
-	cfg.LogLevel = "error"
+	cfg.LogLevel = "fatal" // etcd logs its own normal shutdown as errors
 	cfg.UnsafeNoFsync = true
 	return Restart(tb, cfg)
 }

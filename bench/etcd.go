@@ -1,0 +1,63 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/ringside/ringside/etcdlocal"
+)
+
+// startEtcd runs an embedded etcd in a fresh temporary directory; stop
+// closes it and removes the directory.
+func startEtcd(ctx context.Context, noFsync bool) (srv *etcdlocal.Server, stop func(), err error) {
+	dir, err := os.MkdirTemp("", "ringside-bench-etcd-")
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := etcdlocal.DefaultConfig(dir)
+	cfg.LogLevel = "fatal" // etcd logs its own normal shutdown as errors
+	cfg.UnsafeNoFsync = noFsync
+	if cfg.ClientURL, err = etcdlocal.FreeLoopbackURL(); err == nil {
+		cfg.PeerURL, err = etcdlocal.FreeLoopbackURL()
+	}
+	if err == nil {
+		srv, err = etcdlocal.Start(ctx, cfg)
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return srv, func() { srv.Close(); os.RemoveAll(dir) }, nil
+}
+
+func newClient(srv *etcdlocal.Server) (*clientv3.Client, error) {
+	c, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("etcd client: %w", err)
+	}
+	return c, nil
+}
+
+// etcdCounter sums a counter that the embedded etcd registers with the
+// default Prometheus registry (for example etcd_mvcc_put_total).
+func etcdCounter(name string) float64 {
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		return 0
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}

@@ -1,0 +1,72 @@
+// Command ringside is the elastic training coordinator: sidecar, tools and
+// benchmarks in one binary.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCmd().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ringside:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCmd() *cobra.Command {
+	var logLevel, logFormat string
+	root := &cobra.Command{
+		Use:   "ringside",
+		Short: "Elastic data-parallel training on Kubernetes: fast rendezvous, failure detection and ring order",
+		Long: `ringside keeps a training job's ring membership in etcd, elects one member to
+commit each generation of the all-reduce group, and hands every trainer its
+rank, world size and master address, so jobs survive worker loss and scaling
+without restarting every process.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			logger, err := newLogger(logLevel, logFormat)
+			if err != nil {
+				return err
+			}
+			slog.SetDefault(logger)
+			return nil
+		},
+	}
+	root.PersistentFlags().StringVar(&logLevel, "log-level", envOr("RINGSIDE_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env RINGSIDE_LOG_LEVEL)")
+	root.PersistentFlags().StringVar(&logFormat, "log-format", envOr("RINGSIDE_LOG_FORMAT", "text"), "log format: text or json (env RINGSIDE_LOG_FORMAT)")
+	root.AddCommand(newEtcdCmd(), newBenchCmd(), newDemoCmd(), newNetoptCmd())
+	return root
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+func envOr(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok {
+		return v
+	}
+	return def
+}
