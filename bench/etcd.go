@@ -19,16 +19,9 @@ func startEtcd(ctx context.Context, noFsync bool) (srv *etcdlocal.Server, stop f
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := etcdlocal.DefaultConfig(dir)
-	cfg.LogLevel = "fatal" // etcd logs its own normal shutdown as errors
+	cfg := etcdlocal.EphemeralConfig(dir)
 	cfg.UnsafeNoFsync = noFsync
-	if cfg.ClientURL, err = etcdlocal.FreeLoopbackURL(); err == nil {
-		cfg.PeerURL, err = etcdlocal.FreeLoopbackURL()
-	}
-	if err == nil {
-		srv, err = etcdlocal.Start(ctx, cfg)
-	}
-	if err != nil {
+	if srv, err = etcdlocal.Start(ctx, cfg); err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, err
 	}

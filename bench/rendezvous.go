@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-
 	"github.com/ringside/ringside/coordinator"
 )
 
@@ -199,4 +198,3 @@ func reportProgress(w io.Writer, what string, total int, n *atomic.Int64) (stop 
 	}()
 	return func() { close(done); wg.Wait() }
 }
-

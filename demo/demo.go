@@ -52,15 +52,7 @@ func Run(ctx context.Context, w io.Writer, cfg Config) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	ecfg := etcdlocal.DefaultConfig(dir)
-	ecfg.LogLevel = "fatal" // etcd logs its own normal shutdown as errors
-	if ecfg.ClientURL, err = etcdlocal.FreeLoopbackURL(); err == nil {
-		ecfg.PeerURL, err = etcdlocal.FreeLoopbackURL()
-	}
-	if err != nil {
-		return err
-	}
-	srv, err := etcdlocal.Start(ctx, ecfg)
+	srv, err := etcdlocal.Start(ctx, etcdlocal.EphemeralConfig(dir))
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -81,6 +80,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	select {
 	case <-e.Server.ReadyNotify():
+		// Record the ports actually bound, so port 0 works and a restart
+		// with Config() comes back on the same ports.
+		scheme := "http://"
+		if cfg.TLS.CertFile != "" {
+			scheme = "https://"
+		}
+		cfg.ClientURL = scheme + e.Clients[0].Addr().String()
+		cfg.PeerURL = "http://" + e.Peers[0].Listener.Addr().String()
 		return &Server{cfg: cfg, etcd: e}, nil
 	case err := <-e.Err():
 		e.Close()
@@ -145,13 +152,7 @@ func parseURL(what, s string) (*url.URL, error) {
 }
 
 // Endpoints returns the client URLs to give clientv3.
-func (s *Server) Endpoints() []string {
-	var eps []string
-	for _, u := range s.etcd.Config().AdvertiseClientUrls {
-		eps = append(eps, u.String())
-	}
-	return eps
-}
+func (s *Server) Endpoints() []string { return []string{s.cfg.ClientURL} }
 
 // Config returns the config the server was started with.
 func (s *Server) Config() Config { return s.cfg }
@@ -165,13 +166,14 @@ func (s *Server) Err() <-chan error { return s.etcd.Err() }
 // be called more than once.
 func (s *Server) Close() { s.closeOnce.Do(s.etcd.Close) }
 
-// FreeLoopbackURL returns http://127.0.0.1:PORT for a port that was free a
-// moment ago.
-func FreeLoopbackURL() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return "http://" + strings.Replace(l.Addr().String(), "[::]", "127.0.0.1", 1), nil
+// EphemeralConfig returns a config for a throw-away server in dir on
+// loopback ports the kernel picks (port 0), without fsync: for tests,
+// benchmarks and demos.
+func EphemeralConfig(dir string) Config {
+	cfg := DefaultConfig(dir)
+	cfg.ClientURL = "http://127.0.0.1:0"
+	cfg.PeerURL = "http://127.0.0.1:0"
+	cfg.LogLevel = "fatal" // etcd logs its own normal shutdown as errors
+	cfg.UnsafeNoFsync = true
+	return cfg
 }

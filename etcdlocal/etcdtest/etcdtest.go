@@ -16,17 +16,7 @@ import (
 // when tb ends.
 func Start(tb testing.TB) *etcdlocal.Server {
 	tb.Helper()
-	cfg := etcdlocal.DefaultConfig(tb.TempDir())
-	var err error
-	if cfg.ClientURL, err = etcdlocal.FreeLoopbackURL(); err != nil {
-		tb.Fatal(err)
-	}
-	if cfg.PeerURL, err = etcdlocal.FreeLoopbackURL(); err != nil {
-		tb.Fatal(err)
-	}
-	cfg.LogLevel = "fatal" // etcd logs its own normal shutdown as errors
-	cfg.UnsafeNoFsync = true
-	return Restart(tb, cfg)
+	return Restart(tb, etcdlocal.EphemeralConfig(tb.TempDir()))
 }
 
 // Restart starts a server with cfg (typically the Config of one that was
