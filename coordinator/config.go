@@ -43,6 +43,9 @@ type Config struct {
 	Orderer RingOrderer
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
+	// OnError, if set, is told of every failed etcd operation (op names
+	// it); the package retries on its own, this is for metrics.
+	OnError func(op string, err error)
 
 	hooks *testHooks
 }

@@ -75,18 +75,17 @@ func TestLeaderCrashDuringCommitIsFencedOff(t *testing.T) {
 	release := make(chan struct{})
 	result := make(chan bool, 1)
 	var armed atomic.Bool
-	// The first member's job blocks its leader right before a commit once
-	// armed, and reports whether that commit went through.
+	var blocked atomic.Pointer[Generation]
 	ja := newTestJob(t, client, func(c *Config) {
 		c.hooks = &testHooks{
 			beforeCommit: func(g *Generation) {
-				if armed.Load() {
+				if armed.Load() && blocked.CompareAndSwap(nil, g) {
 					reached <- g
 					<-release
 				}
 			},
 			afterCommit: func(g *Generation, ok bool, err error) {
-				if armed.Load() {
+				if blocked.Load() == g {
 					result <- ok
 				}
 			},

@@ -75,6 +75,13 @@ func (j *Job) Generation() *Generation {
 // in the log and otherwise ignored).
 func (j *Job) BadValues() int64 { return j.badValues.Load() }
 
+// reportError passes an etcd error to Config.OnError.
+func (j *Job) reportError(op string, err error) {
+	if j.cfg.OnError != nil {
+		j.cfg.OnError(op, err)
+	}
+}
+
 func (j *Job) reportBad(key string, err error) {
 	j.badValues.Add(1)
 	j.log.Warn("ignoring malformed value", "key", key, "err", err)
@@ -140,6 +147,7 @@ func (j *Job) watchGenerations(ctx context.Context) {
 			return
 		}
 		wait := bo.NextBackOff()
+		j.reportError("watch generation", err)
 		j.log.Warn("generation watch interrupted; retrying", "err", err, "in", wait)
 		select {
 		case <-ctx.Done():

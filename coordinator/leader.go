@@ -32,6 +32,7 @@ func (m *Member) campaign(ctx context.Context, sess *concurrency.Session) {
 			return
 		}
 		wait := bo.NextBackOff()
+		m.job.reportError("lead", err)
 		m.log.Warn("leadership interrupted; campaigning again", "err", err, "in", wait)
 		select {
 		case <-ctx.Done():
@@ -95,14 +96,24 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 			if !ok || wr.Err() != nil {
 				return fmt.Errorf("members watch ended: %v", wr.Err())
 			}
+			joinsOnly := true
 			for _, ev := range wr.Events {
+				id := strings.TrimPrefix(string(ev.Kv.Key), membersPrefix)
+				_, known := st.members[id]
 				if ev.Type == clientv3.EventTypeDelete {
-					delete(st.members, strings.TrimPrefix(string(ev.Kv.Key), membersPrefix))
+					delete(st.members, id)
 				} else {
 					m.applyMember(st, string(ev.Kv.Key), ev.Kv.Value, ev.Kv.CreateRevision)
 				}
+				joinsOnly = joinsOnly && ev.Type == clientv3.EventTypePut && !known
 			}
 			st.memberRev = wr.Header.Revision
+			if joinsOnly {
+				// Pure joins only (re)arm the settle timer; planning on
+				// every join would cost O(n) per event under a join storm.
+				c.armSettle(time.Now())
+				continue
+			}
 		case wr, ok := <-genWatch:
 			if !ok || wr.Err() != nil {
 				return fmt.Errorf("generation watch ended: %v", wr.Err())
@@ -135,22 +146,14 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 // applyMember records a members/ value, or drops the member if the value is
 // malformed.
 func (m *Member) applyMember(st *leaderState, key string, value []byte, createRev int64) {
-	id := key[strings.LastIndexByte(key, '/')+1:]
-	var info MemberInfo
-	err := json.Unmarshal(value, &info)
-	if err == nil {
-		err = info.Validate()
-	}
-	if err == nil && info.ID != id {
-		err = fmt.Errorf("id %q does not match the key", info.ID)
-	}
+	info, err := parseMember(key, value)
 	if err != nil {
 		m.job.reportBad(key, err)
-		delete(st.members, id)
+		delete(st.members, key[strings.LastIndexByte(key, '/')+1:])
 		return
 	}
 	info.JoinRevision = createRev
-	st.members[id] = info
+	st.members[info.ID] = info
 }
 
 // applyGeneration records a stored generation. A malformed one is reported
@@ -193,6 +196,14 @@ func (c *committer) evaluate(ctx context.Context, now time.Time) error {
 	if d.urgent() {
 		return c.commit(ctx, next, d)
 	}
+	c.armSettle(now)
+	return nil
+}
+
+// armSettle sets the settle timer to Settle from now, but no later than
+// MaxSettle after the first join it is batching.
+func (c *committer) armSettle(now time.Time) {
+	cfg := c.m.job.cfg
 	if c.timerC == nil {
 		c.firstJoin = now
 	}
@@ -200,10 +211,11 @@ func (c *committer) evaluate(ctx context.Context, now time.Time) error {
 	if latest := c.firstJoin.Add(cfg.MaxSettle); deadline.After(latest) {
 		deadline = latest
 	}
-	c.stopTimer()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
 	c.timer = time.NewTimer(deadline.Sub(now))
 	c.timerC = c.timer.C
-	return nil
 }
 
 func (c *committer) stopTimer() {
@@ -241,6 +253,7 @@ func (c *committer) commit(ctx context.Context, next *Generation, d delta) error
 		h.afterCommit(next, committed, err)
 	}
 	if err != nil {
+		m.job.reportError("commit", err)
 		return fmt.Errorf("commit generation %d: %w", next.Number, err)
 	}
 	if !resp.Succeeded {

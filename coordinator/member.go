@@ -105,7 +105,7 @@ func (m *Member) SetState(ctx context.Context, s State) error {
 	if err := info.Validate(); err != nil {
 		return fmt.Errorf("set state: %w", err)
 	}
-	err := retry(ctx, func(ctx context.Context) error {
+	err := retry(ctx, m.job.cfg.OnError, func(ctx context.Context) error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if err := m.put(ctx, info, m.sess.Lease()); err != nil {
@@ -209,7 +209,7 @@ func (m *Member) register(ctx, sessCtx context.Context, old clientv3.LeaseID) (*
 	client := m.job.client
 	ttl := int64(m.job.cfg.TTL / time.Second)
 	var sess *concurrency.Session
-	err := retry(ctx, func(actx context.Context) error {
+	err := retry(ctx, m.job.cfg.OnError, func(actx context.Context) error {
 		lease, err := client.Grant(actx, ttl)
 		if err != nil {
 			return fmt.Errorf("grant lease: %w", err)
@@ -279,11 +279,14 @@ func (m *Member) put(ctx context.Context, info MemberInfo, lease clientv3.LeaseI
 
 // retry runs op with a per-attempt timeout and exponential backoff until it
 // succeeds or ctx ends.
-func retry(ctx context.Context, op func(context.Context) error) error {
+func retry(ctx context.Context, onErr func(string, error), op func(context.Context) error) error {
 	return backoff.Retry(func() error {
 		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 		defer cancel()
 		err := op(actx)
+		if err != nil && onErr != nil {
+			onErr("retry", err)
+		}
 		if ctx.Err() != nil {
 			return backoff.Permanent(ctx.Err())
 		}
