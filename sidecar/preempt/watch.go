@@ -7,22 +7,25 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
 // ErrNoAccess is wrapped by the error Watch returns when the API server
-// refuses to list the node before the first successful list: the pod's
-// service account lacks "list" and "watch" on nodes, or its token is
+// refuses to list or watch the node before it has accepted a watch once: the
+// pod's service account lacks "list" or "watch" on nodes, or its token is
 // rejected. Later refusals are logged and retried instead, since the watch
-// has already worked and they are more likely passing.
-var ErrNoAccess = errors.New("preempt: the API server refused to list the node")
+// has worked and they are more likely passing.
+var ErrNoAccess = errors.New("preempt: the API server refused to list or watch the node")
 
 // Watch watches the Node cfg.NodeName and calls onTermination with the key of
 // a taint from cfg.Taints the first time the node carries one, including when
@@ -35,12 +38,12 @@ var ErrNoAccess = errors.New("preempt: the API server refused to list the node")
 // onTermination, or one wrapping ErrNoAccess (see there). Other API errors
 // are logged and retried with the informer's backoff.
 func Watch(ctx context.Context, client kubernetes.Interface, cfg Config, onTermination func(taint string)) error {
-	return watch(ctx, client, cfg, onTermination, nil)
+	return watchNode(ctx, client, cfg, onTermination, nil)
 }
 
-// watch is Watch with a hook that tests use to learn that the handler has
+// watchNode is Watch with a hook that tests use to learn that the handler has
 // seen a version of the node; seen may be nil.
-func watch(ctx context.Context, client kubernetes.Interface, cfg Config, onTermination func(taint string), seen func(*corev1.Node)) error {
+func watchNode(ctx context.Context, client kubernetes.Interface, cfg Config, onTermination func(taint string), seen func(*corev1.Node)) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -51,15 +54,9 @@ func watch(ctx context.Context, client kubernetes.Interface, cfg Config, onTermi
 		return fmt.Errorf("%w: nil onTermination callback", ErrInvalidConfig)
 	}
 	w := newNodeWatch(cfg, seen)
-	informer := coreinformers.NewTypedFilteredNodeInformer(client, cfg.Resync, nil, w.selectNode)
-	if _, err := informer.AddTypedEventHandler(coreinformers.NodeHandlerFuncs{
-		AddFunc:    w.handle,
-		UpdateFunc: func(_, node *corev1.Node) { w.handle(node) },
-	}); err != nil {
-		return fmt.Errorf("preempt: add node event handler: %w", err)
-	}
-	if err := informer.SetWatchErrorHandlerWithContext(w.watchError(informer.HasSynced)); err != nil {
-		return fmt.Errorf("preempt: set watch error handler: %w", err)
+	informer, err := w.informer(client, cfg.Resync)
+	if err != nil {
+		return err
 	}
 
 	runCtx, stop := context.WithCancel(ctx)
@@ -89,6 +86,10 @@ type nodeWatch struct {
 	log  *slog.Logger
 	seen func(*corev1.Node)
 
+	// watching turns true once the API server has accepted a watch; a
+	// refusal before that means missing permissions, not a passing fault.
+	watching atomic.Bool
+
 	// found and denied hold at most one value each; the handlers drop
 	// whatever does not fit, since Watch acts on the first value only.
 	found  chan corev1.Taint
@@ -110,10 +111,41 @@ func newNodeWatch(cfg Config, seen func(*corev1.Node)) *nodeWatch {
 	}
 }
 
-// selectNode restricts every list and watch to the one node, so that the API
-// server sends nothing about the rest of the cluster.
-func (w *nodeWatch) selectNode(opts *metav1.ListOptions) {
-	opts.FieldSelector = fields.OneTermEqualSelector(metav1.ObjectNameField, w.name).String()
+// informer returns an informer on the one node, with w's handlers added. The
+// field selector keeps the API server from sending anything about the rest of
+// the cluster.
+func (w *nodeWatch) informer(client kubernetes.Interface, resync time.Duration) (cache.SharedIndexInformer, error) {
+	selector := fields.OneTermEqualSelector(metav1.ObjectNameField, w.name).String()
+	nodes := client.CoreV1().Nodes()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = selector
+			return nodes.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = selector
+			wi, err := nodes.Watch(ctx, opts)
+			if err == nil {
+				w.watching.Store(true)
+			}
+			return wi, err
+		},
+	}
+	informer := cache.NewTypedSharedIndexInformer[*corev1.Node](cache.NewSharedIndexInformerWithOptions(
+		cache.ToListWatcherWithWatchListSemantics(lw, client),
+		&corev1.Node{},
+		cache.SharedIndexInformerOptions{ResyncPeriod: resync},
+	))
+	if _, err := informer.AddTypedEventHandler(cache.TypedResourceEventHandlerFuncs[*corev1.Node]{
+		AddFunc:    w.handle,
+		UpdateFunc: func(_, node *corev1.Node) { w.handle(node) },
+	}); err != nil {
+		return nil, fmt.Errorf("preempt: add node event handler: %w", err)
+	}
+	if err := informer.SetWatchErrorHandlerWithContext(w.watchError); err != nil {
+		return nil, fmt.Errorf("preempt: set watch error handler: %w", err)
+	}
+	return informer, nil
 }
 
 // handle passes on the first matching taint of a version of the node.
@@ -133,24 +165,23 @@ func (w *nodeWatch) handle(node *corev1.Node) {
 	}
 }
 
-// watchError logs a failed list or watch. A refusal before the first
-// successful sync ends Watch: retrying a missing RBAC rule only fills the log.
-func (w *nodeWatch) watchError(synced func() bool) cache.WatchErrorHandlerWithContext {
-	return func(_ context.Context, _ *cache.Reflector, err error) {
-		switch {
-		case errors.Is(err, io.EOF):
-			// The server closed the watch normally; the informer resumes it.
-		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
-			w.log.Debug("node watch expired; relisting", "err", err)
-		case (apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)) && !synced():
-			err = fmt.Errorf("%w (grant the pod's service account list and watch on nodes): %w", ErrNoAccess, err)
-			select {
-			case w.denied <- err:
-			default:
-			}
+// watchError handles a failed list or watch; the informer retries after it
+// returns. A refusal before the first accepted watch ends Watch instead:
+// retrying a missing RBAC rule would only fill the log.
+func (w *nodeWatch) watchError(_ context.Context, _ *cache.Reflector, err error) {
+	switch {
+	case errors.Is(err, io.EOF):
+		// The server closed the watch normally.
+	case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
+		w.log.Debug("node watch expired; relisting", "err", err)
+	case (apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)) && !w.watching.Load():
+		err = fmt.Errorf("%w (grant the pod's service account list and watch on nodes): %w", ErrNoAccess, err)
+		select {
+		case w.denied <- err:
 		default:
-			w.log.Warn("node watch failed; retrying", "err", err)
 		}
+	default:
+		w.log.Warn("node watch failed; retrying", "err", err)
 	}
 }
 

@@ -1,0 +1,48 @@
+package preempt
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// Not parallel, so that no other test's informer runs meanwhile. goleak in
+// TestMain only sees goroutines that never end; this test sees those that
+// end late, after Watch has returned.
+func TestWatchStopsItsInformerBeforeReturning(t *testing.T) {
+	cfg := DefaultConfig(testNode)
+	cfg.Resync = time.Hour // so the resync goroutine runs too
+	r := startWatch(t, fake.NewClientset(newNode(testNode, 0)), cfg)
+	r.update(testNode, 1, taint(TaintClusterAutoscaler))
+	r.nextCall()
+	if err := r.stop(); err != nil {
+		t.Fatalf("Watch returned %v, want nil", err)
+	}
+	for _, g := range informerGoroutines() {
+		t.Errorf("goroutine still running after Watch returned:\n%s", g)
+	}
+}
+
+// informerGoroutines returns the stacks of the running goroutines that are
+// in client-go's informer machinery.
+func informerGoroutines() []string {
+	buf := make([]byte, 1<<16)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var found []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "k8s.io/client-go/tools/cache.") {
+			found = append(found, g)
+		}
+	}
+	return found
+}
