@@ -148,7 +148,8 @@ func (w *nodeWatch) informer(client kubernetes.Interface, resync time.Duration) 
 	return informer, nil
 }
 
-// handle passes on the first matching taint of a version of the node.
+// handle reports the node's first termination taint, if it has one; Watch
+// acts on the first report only, so later ones are dropped here.
 func (w *nodeWatch) handle(node *corev1.Node) {
 	// The field selector already filters by name; checking again costs
 	// nothing and keeps a misbehaving server or fake from draining us.
