@@ -151,11 +151,19 @@ func (m *Member) stop() {
 	})
 }
 
-// Revoke evicts member id by revoking its lease. Only the leader may do it;
-// the sidecar calls it when gossip has confirmed the member dead.
+// Revoke evicts member id by revoking its lease. The leader may evict
+// anyone; any member may evict the leader itself, so a dead leader does not
+// hold up the next generation until its lease expires. The sidecar calls it
+// when gossip has confirmed the member dead.
 func (m *Member) Revoke(ctx context.Context, id string) error {
 	if !m.IsLeader() {
-		return ErrNotLeader
+		leader, err := m.job.Leader(ctx)
+		if err != nil {
+			return fmt.Errorf("revoke %s: %w", id, err)
+		}
+		if leader != id {
+			return ErrNotLeader
+		}
 	}
 	resp, err := m.job.client.Get(ctx, m.job.cfg.Prefix()+"members/"+id)
 	if err != nil {

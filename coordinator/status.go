@@ -59,3 +59,17 @@ func parseMember(key string, value []byte) (MemberInfo, error) {
 	}
 	return info, err
 }
+
+// Leader returns the id of the member that currently leads the job, or ""
+// if none does.
+func (j *Job) Leader(ctx context.Context) (string, error) {
+	resp, err := j.client.Get(ctx, j.cfg.Prefix()+"election/", append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...)
+	if err != nil {
+		j.reportError("get leader", err)
+		return "", fmt.Errorf("get leader: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", nil
+	}
+	return string(resp.Kvs[0].Value), nil
+}
