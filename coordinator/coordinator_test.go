@@ -323,3 +323,21 @@ func TestRevokeIsForTheLeaderOrOfTheLeader(t *testing.T) {
 		t.Fatalf("members %+v, want b and c in join order", ms)
 	}
 }
+
+func TestRestartCommitsTheSameMembersAgain(t *testing.T) {
+	j, _ := testJob(t, func(c *Config) { c.TTL = 60 * time.Second })
+	a, b := join(t, j, "a"), join(t, j, "b")
+	g := await(t, a, "both", hasIDs("a", "b"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := await(t, a, "generation after b's restart", func(n *Generation) bool { return n.Number > g.Number })
+	if !slices.Equal(next.IDs(), g.IDs()) || !strings.Contains(next.Reason, "restart b") {
+		t.Fatalf("generation %v (%q), want the same ring %v for restart b", next.IDs(), next.Reason, g.IDs())
+	}
+	if m, _ := next.Member("b"); m.Incarnation != 1 {
+		t.Fatalf("b's incarnation %d, want 1", m.Incarnation)
+	}
+}

@@ -40,6 +40,9 @@ type RankedMember struct {
 	// Rank is the member's first rank; it holds Rank..Rank+Slots-1.
 	Rank  int `json:"rank"`
 	Slots int `json:"slots"`
+	// Incarnation is the member's restart count when the generation was
+	// built.
+	Incarnation int64 `json:"incarnation,omitempty"`
 }
 
 // Member returns the member with id and whether it is in the generation.

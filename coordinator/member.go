@@ -95,29 +95,40 @@ func (m *Member) Lease() clientv3.LeaseID {
 	return m.sess.Lease()
 }
 
+// Restart records that the member's trainer failed and restarts: the leader
+// commits a new generation with the same members at once, so every trainer
+// re-forms its group (restart mode's equivalent of torchrun restarting all
+// workers).
+func (m *Member) Restart(ctx context.Context) error {
+	return m.update(ctx, func(info *MemberInfo) { info.Incarnation++ })
+}
+
 // SetState publishes the member's state (draining excludes it from the next
 // generation), retrying until ctx ends.
 func (m *Member) SetState(ctx context.Context, s State) error {
-	m.mu.Lock()
-	info := m.info
-	info.State = s
-	m.mu.Unlock()
-	if err := info.Validate(); err != nil {
-		return fmt.Errorf("set state: %w", err)
+	if err := m.update(ctx, func(info *MemberInfo) { info.State = s }); err != nil {
+		return fmt.Errorf("set state %s: %w", s, err)
 	}
-	err := retry(ctx, m.job.cfg.OnError, func(ctx context.Context) error {
+	return nil
+}
+
+// update changes the member's record and stores it, retrying until ctx
+// ends.
+func (m *Member) update(ctx context.Context, change func(*MemberInfo)) error {
+	return retry(ctx, m.job.cfg.OnError, func(ctx context.Context) error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
+		info := m.info
+		change(&info)
+		if err := info.Validate(); err != nil {
+			return backoff.Permanent(err)
+		}
 		if err := m.put(ctx, info, m.sess.Lease()); err != nil {
 			return err
 		}
 		m.info = info
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("set state %s: %w", s, err)
-	}
-	return nil
 }
 
 // Leave removes the member at once: it stops campaigning and revokes its

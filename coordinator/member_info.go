@@ -32,6 +32,9 @@ type MemberInfo struct {
 	// GossipAddr is host:port of the member's gossip endpoint, if any.
 	GossipAddr string `json:"gossip_addr,omitempty"`
 	State      State  `json:"state"`
+	// Incarnation counts the member's trainer restarts after a failure; a
+	// change forces a new generation with the same members.
+	Incarnation int64 `json:"incarnation,omitempty"`
 
 	// JoinRevision is the etcd CreateRevision of the member's key: the order
 	// in which members joined. Filled in by readers, never stored.

@@ -9,14 +9,15 @@ import (
 
 // delta is what a planned generation changes against the previous one.
 type delta struct {
-	joined, left, drained, dropped []string
-	pausedChanged                  bool
+	joined, left, drained, dropped, restarted []string
+	pausedChanged                             bool
 }
 
 // urgent reports whether the change must be committed at once: anything but
 // pure joins, which wait for the settle window.
 func (d delta) urgent() bool {
-	return len(d.joined) == 0 || len(d.left) > 0 || len(d.drained) > 0 || len(d.dropped) > 0 || d.pausedChanged
+	return len(d.joined) == 0 || len(d.left) > 0 || len(d.drained) > 0 || len(d.dropped) > 0 ||
+		len(d.restarted) > 0 || d.pausedChanged
 }
 
 func (d delta) String() string {
@@ -24,7 +25,7 @@ func (d delta) String() string {
 	for _, p := range []struct {
 		what string
 		ids  []string
-	}{{"join", d.joined}, {"leave", d.left}, {"drain", d.drained}, {"policy", d.dropped}} {
+	}{{"join", d.joined}, {"leave", d.left}, {"drain", d.drained}, {"policy", d.dropped}, {"restart", d.restarted}} {
 		if len(p.ids) == 0 {
 			continue
 		}
@@ -101,7 +102,7 @@ func (c Config) plan(prev *Generation, members map[string]MemberInfo) (*Generati
 	}
 	rank := 0
 	for _, m := range ring {
-		next.Members = append(next.Members, RankedMember{ID: m.ID, Addr: m.Addr, Rank: rank, Slots: m.Slots})
+		next.Members = append(next.Members, RankedMember{ID: m.ID, Addr: m.Addr, Rank: rank, Slots: m.Slots, Incarnation: m.Incarnation})
 		rank += m.Slots
 	}
 	for _, m := range standby {
@@ -146,8 +147,11 @@ func (p Policy) selectMembers(candidates []MemberInfo) (n, world int) {
 func diff(prev, next *Generation, members map[string]MemberInfo) delta {
 	var d delta
 	for _, m := range next.Members {
-		if _, ok := prev.Member(m.ID); !ok {
+		switch p, ok := prev.Member(m.ID); {
+		case !ok:
 			d.joined = append(d.joined, m.ID)
+		case p.Incarnation != m.Incarnation:
+			d.restarted = append(d.restarted, m.ID)
 		}
 	}
 	for _, m := range prev.Members {
