@@ -39,6 +39,10 @@ type Config struct {
 	// serves the process-group store on. The port rotates with the
 	// generation so a new group never races the old store's socket.
 	MasterPort, MasterPortRange int
+	// Candidates is how many members campaign for leadership at a time:
+	// the first ones of the ring, plus anyone while fewer campaign. 0 means
+	// every member campaigns.
+	Candidates int
 	// Orderer places newcomers in the ring; nil means TopologyOrderer.
 	Orderer RingOrderer
 	// Logger receives structured logs; nil means slog.Default().
@@ -72,6 +76,9 @@ func DefaultConfig(namespace, job string) Config {
 		// torchrun's default master port, and 16 ports to rotate through.
 		MasterPort:      29500,
 		MasterPortRange: 16,
+		// 3: two successors already queued behind the leader, so losing
+		// one or two still elects a leader at once.
+		Candidates: 3,
 	}
 }
 
@@ -98,6 +105,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxSettle < c.Settle {
 		errs = append(errs, fmt.Errorf("max settle %s is shorter than the settle window %s", c.MaxSettle, c.Settle))
+	}
+	if c.Candidates < 0 {
+		errs = append(errs, fmt.Errorf("candidates must not be negative, got %d", c.Candidates))
 	}
 	if err := c.Policy.Validate(); err != nil {
 		errs = append(errs, err)

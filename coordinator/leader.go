@@ -16,12 +16,22 @@ import (
 // longer the leader, or someone else wrote the generation.
 var errFenced = errors.New("coordinator: commit fenced off")
 
+// commitTimeout bounds a commit Txn. It is generous: a commit that times
+// out on our side may still apply, and the next one is then fenced off and
+// costs a re-read of every member.
+const commitTimeout = 10 * time.Second
+
 // campaign runs for the leadership on sess and, once elected, leads until
 // ctx ends or the session is lost; then it campaigns again.
 func (m *Member) campaign(ctx context.Context, sess *concurrency.Session) {
 	bo := newBackoff()
 	for ctx.Err() == nil {
-		key, rev, err := elect(ctx, sess, m.job.cfg.Prefix()+"election/", m.id)
+		err := m.awaitCandidacy(ctx)
+		var key string
+		var rev int64
+		if err == nil {
+			key, rev, err = elect(ctx, sess, m.job.cfg.Prefix()+"election/", m.id)
+		}
 		if err == nil {
 			m.leader.Store(true)
 			m.log.Info("elected leader")
@@ -242,7 +252,7 @@ func (c *committer) commit(ctx context.Context, next *Generation, d delta) error
 		return fmt.Errorf("encode generation: %w", err)
 	}
 	genKey := m.job.genKey()
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
 	resp, err := m.job.client.Txn(tctx).If(
 		clientv3.Compare(clientv3.CreateRevision(c.leaderKey), "=", c.fence),

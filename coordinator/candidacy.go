@@ -1,0 +1,64 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// awaitCandidacy returns once this member should campaign: it is among the
+// first Config.Candidates members of the ring, or fewer than that many
+// members campaign (at the start, or after candidates died). Keeping the
+// election to a few candidates keeps each campaign O(candidates): etcd
+// sorts the whole election prefix to find a candidate's predecessor.
+func (m *Member) awaitCandidacy(ctx context.Context) error {
+	k := m.job.cfg.Candidates
+	if k <= 0 {
+		return nil
+	}
+	prefix := m.job.cfg.Prefix() + "election/"
+	gens := m.job.subscribe()
+	defer m.job.unsubscribe(gens)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	deletes := m.job.client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithFilterPut())
+	for {
+		if g := m.job.Generation(); g != nil {
+			for i := 0; i < k && i < len(g.Members); i++ {
+				if g.Members[i].ID == m.id {
+					return nil
+				}
+			}
+		}
+		resp, err := m.job.client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return fmt.Errorf("count candidates: %w", err)
+		}
+		if resp.Count < int64(k) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-gens:
+		case wr, ok := <-deletes:
+			if !ok || wr.Err() != nil {
+				return fmt.Errorf("watch candidates: %v", wr.Err())
+			}
+			if !hasDelete(wr.Events) {
+				continue
+			}
+		}
+	}
+}
+
+func hasDelete(evs []*clientv3.Event) bool {
+	for _, ev := range evs {
+		if ev.Type == mvccpb.DELETE {
+			return true
+		}
+	}
+	return false
+}
