@@ -62,6 +62,7 @@ func watchNode(ctx context.Context, client kubernetes.Interface, cfg Config, onT
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { informer.RunWithContext(runCtx) })
+	defer w.lists.closeAndWait()
 	defer wg.Wait()
 	defer stop()
 
@@ -85,6 +86,9 @@ type nodeWatch struct {
 	keys map[string]bool
 	log  *slog.Logger
 	seen func(*corev1.Node)
+
+	// lists are the list requests in flight.
+	lists requests
 
 	// watching turns true once the API server has accepted a watch; a
 	// refusal before that means missing permissions, not a passing fault.
@@ -119,6 +123,10 @@ func (w *nodeWatch) informer(client kubernetes.Interface, resync time.Duration) 
 	nodes := client.CoreV1().Nodes()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			if !w.lists.start() {
+				return nil, context.Canceled
+			}
+			defer w.lists.done()
 			opts.FieldSelector = selector
 			return nodes.List(ctx, opts)
 		},
