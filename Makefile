@@ -28,6 +28,7 @@ bench: build
 	$(BIN) bench rendezvous --members 100 --json
 	$(BIN) bench rendezvous --members 1000 --json
 	$(BIN) bench rendezvous --members 10000 --json
+	$(BIN) bench detect --members 8 --kills 5 --json
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./netopt/
 
 clean:

@@ -1,0 +1,257 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ringside/ringside/sidecar"
+)
+
+// DetectConfig sizes the failure-detection benchmark.
+type DetectConfig struct {
+	Members int
+	Kills   int
+	// Idle is how long the job runs untouched to count false positives
+	// and measure one sidecar's idle CPU and memory.
+	Idle    time.Duration
+	Timeout time.Duration
+}
+
+// DefaultDetectConfig is what `ringside bench detect` runs.
+func DefaultDetectConfig() DetectConfig {
+	return DetectConfig{Members: 8, Kills: 5, Idle: time.Minute, Timeout: 15 * time.Minute}
+}
+
+// DetectResult is one run of the detection benchmark.
+type DetectResult struct {
+	Bench          string  `json:"bench"`
+	Members        int     `json:"members"`
+	Kills          int     `json:"kills"`
+	DetectP50S     float64 `json:"detect_p50_s"`
+	DetectP95S     float64 `json:"detect_p95_s"`
+	CommitP50S     float64 `json:"commit_p50_s"`
+	CommitP95S     float64 `json:"commit_p95_s"`
+	FalsePositives int     `json:"false_positives"`
+	SidecarRSSMiB  float64 `json:"sidecar_rss_mib"`
+	SidecarCPUPct  float64 `json:"sidecar_cpu_pct"`
+}
+
+type seen struct {
+	worker string
+	event  sidecar.Event
+	at     time.Time
+}
+
+// Detect runs cfg.Members sidecar processes on an embedded etcd, lets them
+// idle, then SIGKILLs one at a time (a new member replaces each victim) and
+// times, over every survivor, when gossip declared the victim dead and when
+// the generation without it arrived.
+func Detect(ctx context.Context, cfg DetectConfig, progress io.Writer) (DetectResult, error) {
+	if cfg.Members < 2 || cfg.Kills < 1 {
+		return DetectResult{}, errors.New("need at least 2 members and 1 kill")
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	srv, stopEtcd, err := startEtcd(ctx, true)
+	if err != nil {
+		return DetectResult{}, err
+	}
+	defer stopEtcd()
+	dir, err := os.MkdirTemp("", "ringside-bench-detect-")
+	if err != nil {
+		return DetectResult{}, err
+	}
+	defer os.RemoveAll(dir)
+
+	seenCh := make(chan seen, 1024)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	live := map[string]*worker{}
+	defer func() {
+		for _, w := range live {
+			w.kill()
+		}
+	}()
+	next := 0
+	spawn := func() (*worker, error) {
+		w, err := startSidecar(dir, srv.Endpoints()[0], "detect", next)
+		next++
+		if err != nil {
+			return nil, err
+		}
+		live[w.id] = w
+		if err := w.waitReady(ctx); err != nil {
+			return nil, err
+		}
+		evs, err := w.api.Events(ctx)
+		if err != nil {
+			return nil, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for e := range evs {
+				select {
+				case seenCh <- seen{worker: w.id, event: e, at: time.Now()}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		return w, nil
+	}
+	for range cfg.Members {
+		if _, err := spawn(); err != nil {
+			return DetectResult{}, err
+		}
+	}
+	fmt.Fprintf(progress, "%d sidecars started; waiting for the generation with all of them\n", cfg.Members)
+	if err := awaitEveryone(ctx, seenCh, live, func(r *sidecar.Rendezvous) bool { return r.WorldSize == cfg.Members }); err != nil {
+		return DetectResult{}, err
+	}
+
+	res := DetectResult{Bench: "detect", Members: cfg.Members, Kills: cfg.Kills}
+	fmt.Fprintf(progress, "idle for %s: counting false positives, measuring one sidecar\n", cfg.Idle)
+	var probe *worker
+	for _, w := range live {
+		probe = w
+		break
+	}
+	cpu0, t0 := cpuSeconds(probe.cmd.Process.Pid), time.Now()
+	idle := time.After(cfg.Idle)
+idleLoop:
+	for {
+		select {
+		case s := <-seenCh:
+			if s.event.Type == "member_dead" {
+				res.FalsePositives++
+			}
+		case <-idle:
+			break idleLoop
+		case <-ctx.Done():
+			return DetectResult{}, ctx.Err()
+		}
+	}
+	res.SidecarCPUPct = 100 * (cpuSeconds(probe.cmd.Process.Pid) - cpu0) / time.Since(t0).Seconds()
+	res.SidecarRSSMiB = rssMiB(probe.cmd.Process.Pid)
+
+	var detects, commits []float64
+	for k := range cfg.Kills {
+		var victim *worker
+		for _, id := range slices.Sorted(mapKeys(live)) {
+			if live[id] != probe {
+				victim = live[id]
+				break
+			}
+		}
+		delete(live, victim.id)
+		killedAt := time.Now()
+		victim.kill()
+		detect, commit, err := awaitDeath(ctx, seenCh, live, victim.id, killedAt)
+		if err != nil {
+			return DetectResult{}, err
+		}
+		detects, commits = append(detects, detect), append(commits, commit)
+		fmt.Fprintf(progress, "kill %d/%d (%s): dead everywhere after %.3fs, generation without it after %.3fs\n",
+			k+1, cfg.Kills, victim.id, detect, commit)
+		if _, err := spawn(); err != nil {
+			return DetectResult{}, err
+		}
+		if err := awaitEveryone(ctx, seenCh, live, func(r *sidecar.Rendezvous) bool { return r.WorldSize == cfg.Members }); err != nil {
+			return DetectResult{}, err
+		}
+	}
+	res.DetectP50S, res.DetectP95S = percentile(detects, 0.5), percentile(detects, 0.95)
+	res.CommitP50S, res.CommitP95S = percentile(commits, 0.5), percentile(commits, 0.95)
+	return res, nil
+}
+
+// awaitEveryone waits until every live worker has announced a generation
+// that satisfies ok.
+func awaitEveryone(ctx context.Context, seenCh <-chan seen, live map[string]*worker, ok func(*sidecar.Rendezvous) bool) error {
+	have := map[string]bool{}
+	for len(have) < len(live) {
+		select {
+		case s := <-seenCh:
+			if s.event.Type == "generation" && live[s.worker] != nil && ok(s.event.Generation) {
+				have[s.worker] = true
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d sidecars reached the expected generation: %w", len(have), len(live), ctx.Err())
+		}
+	}
+	return nil
+}
+
+// awaitDeath returns, from killedAt, when the last survivor was told of the
+// victim's death and when the last one held a generation without it.
+func awaitDeath(ctx context.Context, seenCh <-chan seen, live map[string]*worker, victim string, killedAt time.Time) (detect, commit float64, err error) {
+	dead, gone := map[string]time.Time{}, map[string]time.Time{}
+	for len(dead) < len(live) || len(gone) < len(live) {
+		select {
+		case s := <-seenCh:
+			if live[s.worker] == nil {
+				continue
+			}
+			switch {
+			case s.event.Type == "member_dead" && s.event.Member == victim:
+				if _, ok := dead[s.worker]; !ok {
+					dead[s.worker] = s.at
+				}
+			case s.event.Type == "generation" && !inGeneration(s.event.Generation, victim):
+				if _, ok := gone[s.worker]; !ok {
+					gone[s.worker] = s.at
+				}
+			}
+		case <-ctx.Done():
+			return 0, 0, fmt.Errorf("waiting for %s to be declared dead: %w", victim, ctx.Err())
+		}
+	}
+	return latest(dead).Sub(killedAt).Seconds(), latest(gone).Sub(killedAt).Seconds(), nil
+}
+
+func inGeneration(r *sidecar.Rendezvous, id string) bool {
+	for _, m := range r.Members {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func latest(ts map[string]time.Time) time.Time {
+	var out time.Time
+	for _, t := range ts {
+		if t.After(out) {
+			out = t
+		}
+	}
+	return out
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// percentile returns the q-quantile of xs (nearest rank).
+func percentile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	i := int(q*float64(len(s))+0.5) - 1
+	return s[max(0, min(i, len(s)-1))]
+}

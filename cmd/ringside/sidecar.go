@@ -1,0 +1,133 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/ringside/ringside/sidecar"
+)
+
+func newSidecarCmd() *cobra.Command {
+	cfg := sidecar.DefaultConfig()
+	var topology, labels string
+	cmd := &cobra.Command{
+		Use:   "sidecar",
+		Short: "Run the per-pod agent: membership, gossip failure detection, drain, trainer API",
+		Long: `sidecar runs next to the trainer in every worker pod. It joins the job's ring
+membership in etcd, finds dead peers by gossip within about a second and has
+them evicted, destroys the trainer's connections to a dead peer so a blocked
+collective fails at once, drains on SIGTERM or a node termination taint, and
+serves the trainer API on a unix socket:
+
+  GET  /v1/rendezvous?after=N&timeout=30s   long poll for the next generation
+  GET  /v1/events                           JSON lines: generation, drain, member_dead
+  POST /v1/heartbeat                        {"step":..,"samples":..,"step_time_s":..}
+  POST /v1/failure                          {"peer":"w3","error":"..."}
+  POST /v1/leave                            drain and leave
+  GET  /v1/healthz, /v1/readyz, /metrics
+
+Every flag can also be set through the environment: --etcd-endpoints is
+RINGSIDE_ETCD_ENDPOINTS, and so on.`,
+		Example: `  # in a pod (member id, address and node from the downward API)
+  ringside sidecar --job llama --etcd-endpoints http://etcd:2379 --slots 8
+
+  # on a laptop, against 'ringside etcd'
+  ringside sidecar --job demo --member-id w0 --advertise 127.0.0.2 \
+    --socket /tmp/w0.sock --gossip-port 0`,
+		Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			return flagsFromEnv(cmd.Flags())
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if topology != "" {
+				cfg.Topology = strings.Split(topology, ",")
+			}
+			if labels != "" {
+				m, err := parseLabels(labels)
+				if err != nil {
+					return err
+				}
+				cfg.NodeLabels = m
+			}
+			agent, err := sidecar.New(cfg, slog.Default())
+			if err != nil {
+				return err
+			}
+			return agent.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	j := &cfg.Job
+	f.StringVar(&j.Job, "job", j.Job, "job name (required)")
+	f.StringVar(&j.Namespace, "namespace", j.Namespace, "job namespace")
+	f.StringSliceVar(&cfg.EtcdEndpoints, "etcd-endpoints", cfg.EtcdEndpoints, "etcd client URLs")
+	f.StringVar(&cfg.EtcdCert, "etcd-cert", "", "client certificate for etcd")
+	f.StringVar(&cfg.EtcdKey, "etcd-key", "", "client key for etcd")
+	f.StringVar(&cfg.EtcdCA, "etcd-ca", "", "CA that signed etcd's certificate")
+	f.StringVar(&cfg.MemberID, "member-id", cfg.MemberID, "member id (default: POD_NAME or the host name)")
+	f.StringVar(&cfg.Advertise, "advertise", cfg.Advertise, "address other workers reach this pod at (default: POD_IP)")
+	f.StringVar(&cfg.Node, "node", cfg.Node, "Kubernetes node name, for the termination taint watch (default: NODE_NAME)")
+	f.IntVar(&cfg.Slots, "slots", cfg.Slots, "trainer processes (ranks) in this pod")
+	f.StringVar(&topology, "topology", "", "topology path, broad to narrow, comma-separated (zone-a,block-1,rack-3,host-7)")
+	f.StringVar(&labels, "node-labels", "", "node labels to derive the topology path from (key=value,...)")
+	f.StringVar(&cfg.Socket, "socket", cfg.Socket, "unix socket of the trainer API (in a shared emptyDir)")
+	f.StringVar(&cfg.HTTPAddr, "http-addr", "", "also serve the trainer API on this TCP address (e.g. 127.0.0.1:7878)")
+	f.IntVar(&cfg.GossipPort, "gossip-port", cfg.GossipPort, "gossip port, UDP and TCP (0 picks a free one)")
+	f.StringVar(&cfg.GossipKeyFile, "gossip-key-file", "", "file with the AES key (16, 24 or 32 bytes, raw or base64) that encrypts gossip")
+	f.IntVar(&j.MasterPort, "master-port", j.MasterPort, "first port of rank 0's store; it rotates with the generation")
+	f.IntVar(&j.MasterPortRange, "master-port-range", j.MasterPortRange, "number of master ports to rotate through")
+	f.IntVar(&j.Policy.Min, "min", j.Policy.Min, "smallest world size that trains (below it the job pauses)")
+	f.IntVar(&j.Policy.Max, "max", j.Policy.Max, "largest world size (0: no limit); members beyond wait as standby")
+	f.IntVar(&j.Policy.Unit, "unit", j.Policy.Unit, "world size is a multiple of this")
+	f.DurationVar(&j.Settle, "settle", j.Settle, "how long the leader batches joins")
+	f.DurationVar(&j.TTL, "ttl", j.TTL, "member lease TTL (whole seconds)")
+	f.DurationVar(&cfg.Grace, "grace", cfg.Grace, "longest a drain waits for the generation without this member")
+	f.DurationVar(&cfg.StatusInterval, "status-interval", cfg.StatusInterval, "how often heartbeats are stored in etcd")
+	f.StringSliceVar(&cfg.DrainTaints, "drain-taints", cfg.DrainTaints, "node taints that start a drain")
+	f.BoolVar(&cfg.NodeWatch, "node-watch", cfg.NodeWatch, "watch this pod's Node for termination taints (needs in-cluster credentials)")
+	f.StringVar(&cfg.SysfsRoot, "sysfs-root", cfg.SysfsRoot, "where netopt reads the node's topology")
+	return cmd
+}
+
+// flagsFromEnv sets every flag not given on the command line from
+// RINGSIDE_<FLAG_NAME> (dashes become underscores).
+func flagsFromEnv(fs *pflag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if err != nil || f.Changed {
+			return
+		}
+		key := "RINGSIDE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		v, ok := os.LookupEnv(key)
+		if !ok {
+			return
+		}
+		if sv, isSlice := f.Value.(pflag.SliceValue); isSlice {
+			if e := sv.Replace(strings.Split(v, ",")); e != nil {
+				err = fmt.Errorf("%s=%q: %w", key, v, e)
+			}
+			return
+		}
+		if e := f.Value.Set(v); e != nil {
+			err = fmt.Errorf("%s=%q: %w", key, v, e)
+		}
+	})
+	return err
+}
+
+func parseLabels(s string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--node-labels: %q is not key=value", kv)
+		}
+		m[k] = v
+	}
+	return m, nil
+}

@@ -1,0 +1,419 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/netopt"
+	"github.com/ringside/ringside/sidecar/gossip"
+	"github.com/ringside/ringside/sidecar/preempt"
+	"github.com/ringside/ringside/sidecar/sockreset"
+)
+
+// socketResetter destroys the pod's TCP connections to a peer.
+type socketResetter interface {
+	Reset(ctx context.Context, peer net.IP) (int, error)
+}
+
+// deadPeer is a member that gossip (or a trainer's report, confirmed)
+// declared dead.
+type deadPeer struct {
+	name string
+	ip   net.IP
+}
+
+// Agent is a running sidecar.
+type Agent struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics
+	events  *broadcaster
+	nccl    map[string]string
+
+	client *clientv3.Client
+	job    *coordinator.Job
+	member *coordinator.Member
+	gossip *gossip.Gossip
+	resets socketResetter
+
+	deadCh   chan deadPeer
+	drainCh  chan string
+	started  chan struct{}
+	stopping chan struct{}
+
+	mu        sync.Mutex
+	gen       *coordinator.Generation
+	changed   chan struct{} // closed and replaced when gen changes
+	draining  *Event
+	deadAt    map[string]time.Time
+	gossipped map[string]bool // gossip addresses joined
+	beats     heartbeats
+
+	wg sync.WaitGroup
+}
+
+// New checks cfg and prepares an agent; Run starts it.
+func New(cfg Config, logger *slog.Logger) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("sidecar config: %w", err)
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	a := &Agent{
+		cfg:       cfg,
+		log:       logger.With("job", cfg.Job.Job, "namespace", cfg.Job.Namespace, "member", cfg.MemberID),
+		events:    newBroadcaster(),
+		deadCh:    make(chan deadPeer, 64),
+		drainCh:   make(chan string, 1),
+		started:   make(chan struct{}),
+		stopping:  make(chan struct{}),
+		changed:   make(chan struct{}),
+		deadAt:    make(map[string]time.Time),
+		gossipped: make(map[string]bool),
+	}
+	a.metrics = newMetrics(a.gossipMembers, a.gossipSuspects)
+	return a, nil
+}
+
+// Run joins the job and serves the trainer until ctx ends (SIGTERM), a
+// trainer asks to leave, or the node is being terminated; then it drains:
+// it marks itself draining, tells the trainer, waits (up to the grace
+// period) for the generation without it, and leaves. It returns nil after
+// a clean drain.
+func (a *Agent) Run(ctx context.Context) (err error) {
+	// Startup is bounded by ctx; the drain after it must not be.
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	defer a.wg.Wait()
+	defer cancel()
+
+	if err := a.start(runCtx); err != nil {
+		a.shutdown()
+		return err
+	}
+	defer a.shutdown()
+	close(a.started)
+	a.log.Info("sidecar running", "api", a.cfg.Socket, "gossip", a.gossip.LocalAddr())
+	for {
+		select {
+		case g, open := <-a.member.Generations():
+			if !open {
+				return errors.New("membership stopped")
+			}
+			a.setGeneration(g)
+			a.seedGossip(runCtx)
+		case d := <-a.deadCh:
+			a.handleDead(runCtx, d)
+		case reason := <-a.drainCh:
+			return a.drain(runCtx, reason)
+		case <-ctx.Done():
+			return a.drain(runCtx, "SIGTERM")
+		}
+	}
+}
+
+func (a *Agent) start(ctx context.Context) error {
+	cfg := a.cfg
+	settings, err := netopt.Tune(ctx, netopt.Config{SysfsRoot: cfg.SysfsRoot, DevRoot: "/dev"})
+	if err != nil {
+		a.log.Warn("netopt could not read the node's topology; NCCL settings left to NCCL", "err", err)
+	} else {
+		a.nccl = settings.Map()
+		for _, w := range settings.Warnings {
+			a.log.Warn("netopt", "warning", fmt.Sprint(w))
+		}
+	}
+	topology := cfg.Topology
+	if len(topology) == 0 && len(cfg.NodeLabels) > 0 {
+		topology = netopt.TopologyFromLabels(cfg.NodeLabels, nil)
+	}
+
+	if a.client, err = a.etcdClient(); err != nil {
+		return err
+	}
+	jcfg := cfg.Job
+	if jcfg.Orderer == nil {
+		jcfg.Orderer = netopt.NewOrderer()
+	}
+	jcfg.Logger = a.log
+	jcfg.OnError = func(op string, _ error) { a.metrics.etcdErrors.WithLabelValues(op).Inc() }
+	if a.job, err = coordinator.NewJob(a.client, jcfg); err != nil {
+		return err
+	}
+	gcfg, err := cfg.gossipConfig()
+	if err != nil {
+		return err
+	}
+	gcfg.Logger = a.log
+	if a.gossip, err = gossip.Start(ctx, gcfg, gossip.EventsFunc(a.memberDead)); err != nil {
+		return fmt.Errorf("start gossip: %w", err)
+	}
+	a.resets = sockreset.New(a.log)
+	if err := a.serveAPI(); err != nil {
+		return err
+	}
+	a.member, err = a.job.Join(ctx, coordinator.MemberInfo{
+		ID: cfg.MemberID, Addr: cfg.Advertise, Node: cfg.Node, Topology: topology,
+		Slots: cfg.Slots, GossipAddr: a.gossip.LocalAddr(), State: coordinator.StateActive,
+	})
+	if err != nil {
+		return err
+	}
+	a.seedGossip(ctx)
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		a.flushHeartbeats(ctx)
+	}()
+	if cfg.NodeWatch && cfg.Node != "" {
+		a.watchNode(ctx)
+	}
+	return nil
+}
+
+func (a *Agent) etcdClient() (*clientv3.Client, error) {
+	ccfg := clientv3.Config{
+		Endpoints:   a.cfg.EtcdEndpoints,
+		DialTimeout: a.cfg.EtcdDialTimeout,
+		Logger:      zap.NewNop(),
+	}
+	if a.cfg.EtcdCert != "" || a.cfg.EtcdCA != "" {
+		tlsInfo := transport.TLSInfo{CertFile: a.cfg.EtcdCert, KeyFile: a.cfg.EtcdKey, TrustedCAFile: a.cfg.EtcdCA}
+		tlsCfg, err := tlsInfo.ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("etcd TLS: %w", err)
+		}
+		ccfg.TLS = tlsCfg
+	}
+	c, err := clientv3.New(ccfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcd client: %w", err)
+	}
+	return c, nil
+}
+
+// serveAPI listens on the socket (and the optional TCP address).
+func (a *Agent) serveAPI() error {
+	var listeners []net.Listener
+	if a.cfg.Socket != "" {
+		if err := os.MkdirAll(filepath.Dir(a.cfg.Socket), 0o755); err != nil {
+			return fmt.Errorf("API socket dir: %w", err)
+		}
+		os.Remove(a.cfg.Socket) // a stale socket of an earlier run
+		l, err := net.Listen("unix", a.cfg.Socket)
+		if err != nil {
+			return fmt.Errorf("API socket: %w", err)
+		}
+		listeners = append(listeners, l)
+	}
+	if a.cfg.HTTPAddr != "" {
+		l, err := net.Listen("tcp", a.cfg.HTTPAddr)
+		if err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return fmt.Errorf("API address: %w", err)
+		}
+		listeners = append(listeners, l)
+	}
+	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 10 * time.Second}
+	for _, l := range listeners {
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				a.log.Error("API server stopped", "err", err)
+			}
+		}()
+	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		<-a.stopping
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx) //nolint:errcheck // best effort on the way out
+	}()
+	return nil
+}
+
+// shutdown releases everything start acquired, in reverse order.
+func (a *Agent) shutdown() {
+	close(a.stopping)
+	a.events.closeAll()
+	if a.member != nil {
+		a.member.Close() // after a drain it has left already; this is a no-op
+	}
+	if a.gossip != nil {
+		a.gossip.Close()
+	}
+	if a.job != nil {
+		a.job.Close()
+	}
+	if a.client != nil {
+		a.client.Close()
+	}
+	if a.cfg.Socket != "" {
+		os.Remove(a.cfg.Socket)
+	}
+}
+
+// Started is closed once the agent has joined the job and serves its API.
+func (a *Agent) Started() <-chan struct{} { return a.started }
+
+// generation returns the newest generation and a channel closed when a
+// newer one arrives.
+func (a *Agent) generation() (*coordinator.Generation, <-chan struct{}) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.gen, a.changed
+}
+
+func (a *Agent) setGeneration(g *coordinator.Generation) {
+	now := time.Now()
+	a.mu.Lock()
+	a.gen = g
+	close(a.changed)
+	a.changed = make(chan struct{})
+	for id, at := range a.deadAt {
+		if _, in := g.Member(id); !in {
+			a.metrics.failureToCommit.Observe(now.Sub(at).Seconds())
+			delete(a.deadAt, id)
+		}
+	}
+	a.mu.Unlock()
+
+	a.metrics.generation.Set(float64(g.Number))
+	a.metrics.worldSize.Set(float64(g.WorldSize))
+	a.metrics.members.WithLabelValues("active").Set(float64(len(g.Members)))
+	a.metrics.members.WithLabelValues("standby").Set(float64(len(g.Standby)))
+	leader := 0.0
+	if a.member.IsLeader() {
+		leader = 1
+	}
+	a.metrics.leader.Set(leader)
+	r := newRendezvous(g, a.cfg.MemberID, a.nccl)
+	a.events.publish(Event{Type: "generation", Time: now, Generation: r})
+	a.log.Info("generation", "generation", g.Number, "world_size", g.WorldSize, "state", r.State,
+		"rank", r.Rank, "reason", g.Reason)
+}
+
+// initialEvents is what a new event stream starts with.
+func (a *Agent) initialEvents() []Event {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []Event
+	if a.gen != nil {
+		out = append(out, Event{Type: "generation", Time: time.Now(), Generation: newRendezvous(a.gen, a.cfg.MemberID, a.nccl)})
+	}
+	if a.draining != nil {
+		out = append(out, *a.draining)
+	}
+	return out
+}
+
+// requestDrain starts a drain once; later requests are ignored.
+func (a *Agent) requestDrain(reason string) {
+	select {
+	case a.drainCh <- reason:
+	default:
+	}
+}
+
+// drain tells the trainer, leaves the next generation, and leaves the job
+// once that generation is committed or the grace period is over.
+func (a *Agent) drain(ctx context.Context, reason string) error {
+	deadline := time.Now().Add(a.cfg.Grace)
+	e := Event{Type: "drain", Time: time.Now(), Reason: reason, Deadline: &deadline}
+	a.mu.Lock()
+	a.draining = &e
+	a.mu.Unlock()
+	a.events.publish(e)
+	a.log.Info("draining", "reason", reason, "grace", a.cfg.Grace)
+
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	if err := a.member.SetState(dctx, coordinator.StateDraining); err != nil {
+		a.log.Warn("could not mark this member draining; leaving at once", "err", err)
+	} else {
+		a.awaitExclusion(dctx)
+	}
+	lctx, lcancel := context.WithTimeout(ctx, 2*time.Second)
+	defer lcancel()
+	if err := a.gossip.Leave(lctx); err != nil {
+		a.log.Warn("gossip leave", "err", err)
+	}
+	if err := a.member.Leave(lctx); err != nil {
+		return fmt.Errorf("drain: %w", err)
+	}
+	return nil
+}
+
+// awaitExclusion waits for a generation without this member.
+func (a *Agent) awaitExclusion(ctx context.Context) {
+	for {
+		select {
+		case g, open := <-a.member.Generations():
+			if !open {
+				return
+			}
+			a.setGeneration(g)
+			if _, in := g.Member(a.cfg.MemberID); !in {
+				a.log.Info("generation without this member committed; leaving", "generation", g.Number)
+				return
+			}
+		case <-ctx.Done():
+			a.log.Warn("grace period over before the generation without this member; leaving anyway")
+			return
+		}
+	}
+}
+
+func (a *Agent) watchNode(ctx context.Context) {
+	client, err := preempt.InClusterClient()
+	if err != nil {
+		a.log.Info("node taint watch off", "reason", err)
+		return
+	}
+	pcfg := preempt.DefaultConfig(a.cfg.Node)
+	pcfg.Taints = a.cfg.DrainTaints
+	pcfg.Logger = a.log
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		err := preempt.Watch(ctx, client, pcfg, func(taint string) {
+			a.requestDrain("node " + a.cfg.Node + " tainted " + taint)
+		})
+		if err != nil && ctx.Err() == nil {
+			a.log.Warn("node taint watch stopped", "err", err)
+		}
+	}()
+}
+
+func (a *Agent) gossipMembers() float64 {
+	if a.gossip == nil {
+		return 0
+	}
+	return float64(a.gossip.Members())
+}
+
+func (a *Agent) gossipSuspects() float64 {
+	if a.gossip == nil {
+		return 0
+	}
+	return float64(a.gossip.Suspects())
+}

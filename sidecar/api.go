@@ -1,0 +1,255 @@
+package sidecar
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Heartbeat is a trainer's report after a step.
+type Heartbeat struct {
+	Step       int64   `json:"step"`
+	Samples    int64   `json:"samples"`
+	StepTimeS  float64 `json:"step_time_s"`
+	Generation int64   `json:"generation,omitempty"`
+}
+
+func (h Heartbeat) validate() error {
+	var errs []error
+	if h.Step < 0 {
+		errs = append(errs, fmt.Errorf("step must not be negative, got %d", h.Step))
+	}
+	if h.Samples < 0 {
+		errs = append(errs, fmt.Errorf("samples must not be negative, got %d", h.Samples))
+	}
+	if h.StepTimeS < 0 || h.StepTimeS > 86400 {
+		errs = append(errs, fmt.Errorf("step_time_s must be between 0 and 86400, got %g", h.StepTimeS))
+	}
+	return errors.Join(errs...)
+}
+
+// FailureReport is a trainer's report that a collective failed because of
+// a peer.
+type FailureReport struct {
+	Peer  string `json:"peer"`
+	Error string `json:"error,omitempty"`
+}
+
+// Rendezvous long polls wait at most this long.
+const (
+	defaultPollTimeout = 30 * time.Second
+	maxPollTimeout     = 5 * time.Minute
+	maxBodyBytes       = 64 << 10
+)
+
+// handler returns the trainer API.
+func (a *Agent) handler() http.Handler {
+	mux := http.NewServeMux()
+	route := func(path, method string, h http.HandlerFunc) {
+		name := strings.TrimPrefix(path, "/")
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+			defer func() { a.metrics.apiRequests.WithLabelValues(name, strconv.Itoa(rec.code)).Inc() }()
+			if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
+				rec.Header().Set("Allow", method)
+				writeError(rec, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: method not allowed, use %s", r.Method, path, method))
+				return
+			}
+			h(rec, r)
+		})
+	}
+	route("/v1/rendezvous", http.MethodGet, a.serveRendezvous)
+	route("/v1/events", http.MethodGet, a.serveEvents)
+	route("/v1/heartbeat", http.MethodPost, a.serveHeartbeat)
+	route("/v1/failure", http.MethodPost, a.serveFailure)
+	route("/v1/leave", http.MethodPost, a.serveLeave)
+	route("/v1/healthz", http.MethodGet, func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	route("/v1/readyz", http.MethodGet, a.serveReady)
+	metrics := promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{})
+	route("/metrics", http.MethodGet, metrics.ServeHTTP)
+	route("/v1/metrics", http.MethodGet, metrics.ServeHTTP)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s; this sidecar serves API %s under /%s/", r.URL.Path, APIVersion, APIVersion))
+	})
+	return mux
+}
+
+// serveRendezvous answers GET /v1/rendezvous?after=N&timeout=D with the
+// first generation numbered above N, waiting up to D; 204 on timeout.
+func (a *Agent) serveRendezvous(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var after int64
+	if s := q.Get("after"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("after=%q: want a generation number >= 0", s))
+			return
+		}
+		after = n
+	}
+	timeout := defaultPollTimeout
+	if s := q.Get("timeout"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 || d > maxPollTimeout {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("timeout=%q: want a duration between 0s and %s", s, maxPollTimeout))
+			return
+		}
+		timeout = d
+	}
+	start := time.Now()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		g, changed := a.generation()
+		if g != nil && g.Number > after {
+			a.metrics.rendezvousWait.Observe(time.Since(start).Seconds())
+			writeJSON(w, http.StatusOK, newRendezvous(g, a.cfg.MemberID, a.nccl))
+			return
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			w.WriteHeader(http.StatusNoContent)
+			return
+		case <-r.Context().Done():
+			return
+		case <-a.stopping:
+			writeError(w, http.StatusServiceUnavailable, "sidecar is shutting down")
+			return
+		}
+	}
+}
+
+// serveEvents streams events as JSON lines, starting with the current
+// generation (and the drain, if one is under way).
+func (a *Agent) serveEvents(w http.ResponseWriter, r *http.Request) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "streaming unsupported")
+		return
+	}
+	ch := a.events.subscribe()
+	defer a.events.unsubscribe(ch)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	for _, e := range a.initialEvents() {
+		if enc.Encode(e) != nil {
+			return
+		}
+	}
+	flusher.Flush()
+	for {
+		select {
+		case e, open := <-ch:
+			if !open {
+				return
+			}
+			if enc.Encode(e) != nil {
+				return
+			}
+			flusher.Flush()
+		case <-r.Context().Done():
+			return
+		case <-a.stopping:
+			return
+		}
+	}
+}
+
+func (a *Agent) serveHeartbeat(w http.ResponseWriter, r *http.Request) {
+	var hb Heartbeat
+	if !decodeBody(w, r, &hb) {
+		return
+	}
+	if err := hb.validate(); err != nil {
+		writeError(w, http.StatusBadRequest, "heartbeat: "+err.Error())
+		return
+	}
+	a.recordHeartbeat(hb)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *Agent) serveFailure(w http.ResponseWriter, r *http.Request) {
+	var f FailureReport
+	if !decodeBody(w, r, &f) {
+		return
+	}
+	if f.Peer == "" {
+		writeError(w, http.StatusBadRequest, "failure: peer is empty; name the member whose collective failed")
+		return
+	}
+	if f.Peer == a.cfg.MemberID {
+		writeError(w, http.StatusBadRequest, "failure: peer is this member itself")
+		return
+	}
+	a.reportSuspect(f)
+	writeJSON(w, http.StatusAccepted, map[string]string{"status": "checking " + f.Peer})
+}
+
+func (a *Agent) serveLeave(w http.ResponseWriter, r *http.Request) {
+	a.requestDrain("leave requested by the trainer")
+	writeJSON(w, http.StatusAccepted, map[string]string{"status": "draining"})
+}
+
+func (a *Agent) serveReady(w http.ResponseWriter, _ *http.Request) {
+	if g, _ := a.generation(); g == nil {
+		writeError(w, http.StatusServiceUnavailable, "no generation yet")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// decodeBody reads a JSON body strictly: one object, known fields only.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		writeError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q: send application/json", ct))
+		return false
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "bad JSON body: "+err.Error())
+		return false
+	}
+	if dec.Decode(&struct{}{}) != io.EOF {
+		writeError(w, http.StatusBadRequest, "bad JSON body: more than one value")
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v) //nolint:errcheck // the client went away
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}

@@ -1,0 +1,222 @@
+package sidecar_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/sidecar"
+)
+
+// startAgent runs an in-process sidecar against endpoints; it is drained
+// (its context cancelled) when the test ends.
+func startAgent(t *testing.T, endpoints []string, id string) (*sidecar.Agent, *apiClient, func() error) {
+	t.Helper()
+	cfg := sidecar.DefaultConfig()
+	cfg.Job.Job = "api"
+	cfg.Job.TTL = 2 * time.Second
+	cfg.Job.Settle = 50 * time.Millisecond
+	cfg.EtcdEndpoints = endpoints
+	cfg.MemberID, cfg.Advertise = id, "127.0.0.1"
+	cfg.Socket = filepath.Join(t.TempDir(), id+".sock")
+	cfg.GossipPort = 0
+	cfg.NodeWatch = false
+	cfg.SysfsRoot = t.TempDir()
+	cfg.Grace = 3 * time.Second
+	cfg.StatusInterval = 50 * time.Millisecond
+	a, err := sidecar.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(ctx) }()
+	var stopped bool
+	var runErr error
+	stop := func() error {
+		if !stopped {
+			stopped = true
+			cancel()
+			runErr = <-errc
+		}
+		return runErr
+	}
+	t.Cleanup(func() { stop() })
+	select {
+	case <-a.Started():
+	case err := <-errc:
+		t.Fatalf("sidecar %s stopped at start: %v", id, err)
+	}
+	c := newAPIClient(t, cfg.Socket)
+	c.awaitRendezvous("first generation of "+id, func(r *sidecar.Rendezvous) bool { return has(r, id) })
+	return a, c, stop
+}
+
+func TestAPIContract(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a, c, _ := startAgent(t, srv.Endpoints(), "w0")
+	r := c.rendezvous(0)
+	if r.State != sidecar.StateActive || r.Rank != 0 || r.WorldSize != 1 || r.APIVersion != "v1" || r.MasterAddr != "127.0.0.1" {
+		t.Fatalf("rendezvous = %+v, want w0 active at rank 0 of 1", r)
+	}
+	tests := []struct {
+		name, method, path, body string
+		wantCode                 int
+		wantInBody               string
+	}{
+		{"unknown path is a JSON 404", "GET", "/v2/rendezvous", "", 404, `"error"`},
+		{"wrong method is a JSON 405", "POST", "/v1/rendezvous", "", 405, "use GET"},
+		{"rendezvous with a bad after", "GET", "/v1/rendezvous?after=x", "", 400, "after"},
+		{"rendezvous with a bad timeout", "GET", "/v1/rendezvous?timeout=forever", "", 400, "timeout"},
+		{"rendezvous times out with no content", "GET", "/v1/rendezvous?after=1000&timeout=20ms", "", 204, ""},
+		{"heartbeat that is not JSON", "POST", "/v1/heartbeat", "{step", 400, "bad JSON"},
+		{"heartbeat with an unknown field", "POST", "/v1/heartbeat", `{"stepp":1}`, 400, "unknown field"},
+		{"heartbeat with a negative step", "POST", "/v1/heartbeat", `{"step":-1}`, 400, "step must not be negative"},
+		{"heartbeat with a wrong type", "POST", "/v1/heartbeat", `{"step":"one"}`, 400, "bad JSON"},
+		{"two heartbeats in one body", "POST", "/v1/heartbeat", `{"step":1}{"step":2}`, 400, "more than one"},
+		{"heartbeat accepted", "POST", "/v1/heartbeat", `{"step":7,"samples":224,"step_time_s":0.25}`, 204, ""},
+		{"failure without a peer", "POST", "/v1/failure", `{}`, 400, "peer is empty"},
+		{"failure naming itself", "POST", "/v1/failure", `{"peer":"w0"}`, 400, "itself"},
+		{"failure of an unknown peer is checked", "POST", "/v1/failure", `{"peer":"ghost"}`, 202, "checking"},
+		{"leave needs POST", "GET", "/v1/leave", "", 405, "use POST"},
+		{"healthz", "GET", "/v1/healthz", "", 200, "ok"},
+		{"readyz once a generation is held", "GET", "/v1/readyz", "", 200, "ready"},
+		{"metrics", "GET", "/metrics", "", 200, "ringside_coordinator_generation"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := c.do(tt.method, tt.path, tt.body)
+			if resp.StatusCode != tt.wantCode {
+				t.Fatalf("%s %s: %d %s, want %d", tt.method, tt.path, resp.StatusCode, body, tt.wantCode)
+			}
+			if !strings.Contains(string(body), tt.wantInBody) {
+				t.Fatalf("body %s lacks %q", body, tt.wantInBody)
+			}
+			if tt.wantCode >= 400 {
+				var e map[string]string
+				if err := json.Unmarshal(body, &e); err != nil || e["error"] == "" {
+					t.Fatalf("error body %s is not {\"error\": ...}", body)
+				}
+			}
+			if tt.wantCode == 405 && resp.Header.Get("Allow") == "" {
+				t.Fatal("405 without an Allow header")
+			}
+		})
+	}
+
+	// The heartbeat reaches etcd as status/w0.
+	client := etcdtest.Client(t, srv)
+	key := coordinator.DefaultConfig("default", "api").Prefix() + "status/w0"
+	st := awaitKey(t, client, key)
+	var status sidecar.Status
+	if err := json.Unmarshal(st, &status); err != nil || status.Step != 7 || status.StepTimeS != 0.25 {
+		t.Fatalf("status %s, want step 7 and step time 0.25", st)
+	}
+
+	if err := testutil.GatherAndCompare(a.Gatherer(), strings.NewReader(`
+# HELP ringside_coordinator_world_size World size (ranks) of the newest committed generation.
+# TYPE ringside_coordinator_world_size gauge
+ringside_coordinator_world_size 1
+# HELP ringside_coordinator_members Members of the newest generation by state (active, standby).
+# TYPE ringside_coordinator_members gauge
+ringside_coordinator_members{state="active"} 1
+ringside_coordinator_members{state="standby"} 0
+`), "ringside_coordinator_world_size", "ringside_coordinator_members"); err != nil {
+		t.Fatal(err)
+	}
+	problems, err := testutil.GatherAndLint(a.Gatherer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		if strings.HasPrefix(p.Metric, "ringside_") {
+			t.Errorf("metric %s: %s", p.Metric, p.Text)
+		}
+	}
+	if n, err := testutil.GatherAndCount(a.Gatherer(), "ringside_api_requests_total"); err != nil || n == 0 {
+		t.Errorf("API requests counted in %d series (err %v), want some", n, err)
+	}
+}
+
+func awaitKey(t *testing.T, client *clientv3.Client, key string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	resp, err := client.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) > 0 {
+		return resp.Kvs[0].Value
+	}
+	for wr := range client.Watch(ctx, key, clientv3.WithRev(resp.Header.Revision+1)) {
+		for _, ev := range wr.Events {
+			if ev.Type == clientv3.EventTypePut {
+				return ev.Kv.Value
+			}
+		}
+	}
+	t.Fatalf("%s never written", key)
+	return nil
+}
+
+func TestRendezvousLongPollReturnsOnNewGeneration(t *testing.T) {
+	srv := etcdtest.Start(t)
+	_, c0, _ := startAgent(t, srv.Endpoints(), "w0")
+	first := c0.rendezvous(0)
+	got := make(chan *sidecar.Rendezvous, 1)
+	go func() {
+		resp, body := c0.do("GET", "/v1/rendezvous?after="+itoa(first.Generation)+"&timeout=60s", "")
+		var r sidecar.Rendezvous
+		if resp.StatusCode == http.StatusOK && json.Unmarshal(body, &r) == nil {
+			got <- &r
+		} else {
+			got <- nil
+		}
+	}()
+	startAgent(t, srv.Endpoints(), "w1")
+	select {
+	case r := <-got:
+		if r == nil || r.Generation <= first.Generation || r.WorldSize != 2 {
+			t.Fatalf("long poll answered %+v, want the generation with w0 and w1", r)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("long poll did not return on the new generation")
+	}
+}
+
+func TestLeaveRequestDrainsAndExitsCleanly(t *testing.T) {
+	srv := etcdtest.Start(t)
+	_, c0, _ := startAgent(t, srv.Endpoints(), "w0")
+	_, c1, stop1 := startAgent(t, srv.Endpoints(), "w1")
+	c0.awaitRendezvous("both", func(r *sidecar.Rendezvous) bool { return r.WorldSize == 2 })
+	ev := c1.events()
+	ev.await(t, "current generation first", func(e sidecar.Event) bool { return e.Type == "generation" })
+	if resp, body := c1.do("POST", "/v1/leave", ""); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("leave: %s %s", resp.Status, body)
+	}
+	d := ev.await(t, "drain", func(e sidecar.Event) bool { return e.Type == "drain" })
+	if d.Deadline == nil || !strings.Contains(d.Reason, "leave") {
+		t.Fatalf("drain event %+v lacks a deadline or reason", d)
+	}
+	r := c0.awaitRendezvous("generation without w1", func(r *sidecar.Rendezvous) bool { return !has(r, "w1") })
+	if r.WorldSize != 1 || r.Rank != 0 {
+		t.Fatalf("survivor holds %+v, want world 1 rank 0", r)
+	}
+	if err := stop1(); err != nil {
+		t.Fatalf("drained sidecar returned %v, want nil", err)
+	}
+}
+
+func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }

@@ -1,0 +1,160 @@
+// Package client is the Go client of the sidecar's trainer API, used by
+// ringside's own tools (benchmarks, exec, host discovery) and Go trainers.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/ringside/ringside/sidecar"
+)
+
+// ErrNoGeneration is returned by Rendezvous when the wait ran out.
+var ErrNoGeneration = errors.New("client: no new generation before the timeout")
+
+// Client talks to one sidecar.
+type Client struct {
+	http *http.Client
+	base string
+}
+
+// New returns a client for addr: a unix socket path, or an http:// URL.
+func New(addr string) *Client {
+	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
+		return &Client{http: &http.Client{}, base: strings.TrimSuffix(addr, "/")}
+	}
+	return &Client{
+		base: "http://sidecar",
+		http: &http.Client{Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", addr)
+			},
+		}},
+	}
+}
+
+// Ready reports whether the sidecar holds a generation.
+func (c *Client) Ready(ctx context.Context) error {
+	return c.call(ctx, http.MethodGet, "/v1/readyz", nil, nil)
+}
+
+// Rendezvous waits up to wait for a generation numbered above after.
+func (c *Client) Rendezvous(ctx context.Context, after int64, wait time.Duration) (*sidecar.Rendezvous, error) {
+	q := url.Values{"after": {fmt.Sprint(after)}, "timeout": {wait.String()}}
+	var r sidecar.Rendezvous
+	err := c.call(ctx, http.MethodGet, "/v1/rendezvous?"+q.Encode(), nil, &r)
+	if err != nil {
+		return nil, err
+	}
+	if r.APIVersion != sidecar.APIVersion {
+		return nil, fmt.Errorf("client: sidecar speaks API %q, this client %q: upgrade the older one", r.APIVersion, sidecar.APIVersion)
+	}
+	return &r, nil
+}
+
+// Heartbeat reports a step.
+func (c *Client) Heartbeat(ctx context.Context, hb sidecar.Heartbeat) error {
+	return c.call(ctx, http.MethodPost, "/v1/heartbeat", hb, nil)
+}
+
+// ReportFailure tells the sidecar that a collective with peer failed.
+func (c *Client) ReportFailure(ctx context.Context, f sidecar.FailureReport) error {
+	return c.call(ctx, http.MethodPost, "/v1/failure", f, nil)
+}
+
+// Leave asks the sidecar to drain and leave.
+func (c *Client) Leave(ctx context.Context) error {
+	return c.call(ctx, http.MethodPost, "/v1/leave", nil, nil)
+}
+
+// Events streams the sidecar's events until ctx ends or the stream breaks;
+// the channel is then closed.
+func (c *Client) Events(ctx context.Context) (<-chan sidecar.Event, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/events", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("client: events: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return nil, responseError(resp)
+	}
+	ch := make(chan sidecar.Event, 16)
+	go func() {
+		defer close(ch)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		for sc.Scan() {
+			var e sidecar.Event
+			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+				continue
+			}
+			select {
+			case ch <- e:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch, nil
+}
+
+func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("client: %s %s: sidecar unreachable: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNoContent && out != nil:
+		return ErrNoGeneration
+	case resp.StatusCode >= 300:
+		return responseError(resp)
+	case out != nil:
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			return fmt.Errorf("client: %s %s: bad answer: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+func responseError(resp *http.Response) error {
+	var e struct {
+		Error string `json:"error"`
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		return fmt.Errorf("client: sidecar answered %s: %s", resp.Status, e.Error)
+	}
+	return fmt.Errorf("client: sidecar answered %s", resp.Status)
+}

@@ -1,0 +1,143 @@
+package sidecar
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/sidecar/gossip"
+	"github.com/ringside/ringside/sidecar/preempt"
+)
+
+// Config is everything `ringside sidecar` is told.
+type Config struct {
+	// Job is the coordinator's job config (namespace, job name, TTL,
+	// settle window, policy, master ports).
+	Job coordinator.Config
+
+	EtcdEndpoints                  []string
+	EtcdCert, EtcdKey, EtcdCA      string
+	EtcdDialTimeout                time.Duration
+
+	// MemberID defaults to the pod name; Advertise (the address trainers
+	// of other pods reach this one at) to the pod IP.
+	MemberID, Advertise, Node string
+	// Slots is the number of trainer processes in the pod.
+	Slots int
+	// Topology is the member's topology path, broad to narrow. When empty
+	// it is derived from NodeLabels.
+	Topology   []string
+	NodeLabels map[string]string
+
+	// Socket is the unix socket of the trainer API; HTTPAddr optionally
+	// serves the same API on TCP (loopback).
+	Socket, HTTPAddr string
+
+	// GossipPort is the memberlist port (0 picks a free one);
+	// GossipKeyFile holds the AES key that encrypts gossip.
+	GossipPort    int
+	GossipKeyFile string
+
+	// Grace bounds how long a drain waits for the generation without this
+	// member before leaving anyway.
+	Grace time.Duration
+	// StatusInterval throttles heartbeats written to etcd.
+	StatusInterval time.Duration
+	// DrainTaints are the Node taints that start a drain; NodeWatch turns
+	// the Node watch on (it needs in-cluster credentials).
+	DrainTaints []string
+	NodeWatch   bool
+	// SysfsRoot is where netopt reads the node's topology.
+	SysfsRoot string
+}
+
+// DefaultConfig returns the defaults, taking the member id, address and
+// node from the downward-API variables POD_NAME, POD_IP and NODE_NAME.
+func DefaultConfig() Config {
+	host, _ := os.Hostname()
+	return Config{
+		Job:             coordinator.DefaultConfig("default", ""),
+		EtcdEndpoints:   []string{"http://127.0.0.1:2379"},
+		EtcdDialTimeout: 5 * time.Second,
+		MemberID:        firstNonEmpty(os.Getenv("POD_NAME"), host),
+		Advertise:       os.Getenv("POD_IP"),
+		Node:            os.Getenv("NODE_NAME"),
+		Slots:           1,
+		Socket:          "/var/run/ringside/ringside.sock",
+		GossipPort:      7946,
+		// 30 s: Kubernetes' default terminationGracePeriodSeconds.
+		Grace:          25 * time.Second,
+		StatusInterval: time.Second,
+		DrainTaints:    preempt.DefaultTaints(),
+		NodeWatch:      true,
+		SysfsRoot:      "/sys",
+	}
+}
+
+// Validate reports every problem with the config.
+func (c Config) Validate() error {
+	var errs []error
+	if err := c.Job.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(c.EtcdEndpoints) == 0 {
+		errs = append(errs, errors.New("no etcd endpoints"))
+	}
+	if (c.EtcdCert == "") != (c.EtcdKey == "") {
+		errs = append(errs, errors.New("etcd client cert and key must be given together"))
+	}
+	info := coordinator.MemberInfo{ID: c.MemberID, Addr: c.Advertise, Slots: c.Slots, State: coordinator.StateActive}
+	if err := info.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("member: %w (set --member-id / POD_NAME and --advertise / POD_IP)", err))
+	}
+	if c.Advertise != "" && net.ParseIP(c.Advertise) == nil {
+		if _, err := net.LookupHost(c.Advertise); err != nil {
+			errs = append(errs, fmt.Errorf("advertise address %q is neither an IP nor a resolvable name", c.Advertise))
+		}
+	}
+	if c.Socket == "" && c.HTTPAddr == "" {
+		errs = append(errs, errors.New("neither an API socket nor an HTTP address is set"))
+	}
+	if c.GossipPort < 0 || c.GossipPort > 65535 {
+		errs = append(errs, fmt.Errorf("gossip port %d is out of range", c.GossipPort))
+	}
+	if c.Grace <= 0 {
+		errs = append(errs, fmt.Errorf("grace period must be positive, got %s", c.Grace))
+	}
+	if c.StatusInterval <= 0 {
+		errs = append(errs, fmt.Errorf("status interval must be positive, got %s", c.StatusInterval))
+	}
+	return errors.Join(errs...)
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// gossipConfig derives the gossip config from the sidecar's.
+func (c Config) gossipConfig() (gossip.Config, error) {
+	g := gossip.DefaultConfig(c.MemberID)
+	g.Label = c.Job.Namespace + "/" + c.Job.Job
+	g.BindAddr = "0.0.0.0"
+	if ip := net.ParseIP(c.Advertise); ip != nil && ip.IsLoopback() {
+		g.BindAddr = c.Advertise
+	}
+	g.BindPort = c.GossipPort
+	g.AdvertiseAddr = c.Advertise
+	if c.GossipKeyFile != "" {
+		key, err := gossip.LoadKey(c.GossipKeyFile)
+		if err != nil {
+			return g, err
+		}
+		g.SecretKey = key
+	}
+	return g, nil
+}

@@ -1,0 +1,222 @@
+package gossip
+
+import (
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// leaveNoticeTTL is how long (a duration) a member's notice that it is
+// leaving makes its disappearance count as a departure, not a death. A
+// leaver gossips the notice and leaves right after; a member that announced
+// and then lingered and died is a death again.
+const leaveNoticeTTL = 10 * time.Second
+
+// leaveNoticeTag opens the one application message this package gossips:
+// the tag, then the name of the member that is leaving on purpose.
+const leaveNoticeTag byte = 1
+
+// delegate receives memberlist's callbacks. memberlist calls the event and
+// alive callbacks with its node lock held, so none of them may call back into
+// memberlist; they update this state and queue events.
+type delegate struct {
+	self        string
+	events      *dispatcher
+	queue       *memberlist.TransmitLimitedQueue
+	suspectHook func(name string)
+	now         func() time.Time
+
+	mu       sync.Mutex
+	alive    map[string]bool      // members not dead or gone, self included
+	leaving  map[string]time.Time // members that announced a graceful leave, and when we heard
+	suspects map[string]bool      // members our own probes found unresponsive, not since cleared
+}
+
+var (
+	_ memberlist.EventDelegate = (*delegate)(nil)
+	_ memberlist.Delegate      = (*delegate)(nil)
+	_ memberlist.PingDelegate  = (*delegate)(nil)
+	_ memberlist.AliveDelegate = (*delegate)(nil)
+)
+
+func newDelegate(self string, retransmitMult int, events *dispatcher, suspectHook func(string)) *delegate {
+	d := &delegate{
+		self:        self,
+		events:      events,
+		suspectHook: suspectHook,
+		now:         time.Now,
+		alive:       map[string]bool{},
+		leaving:     map[string]time.Time{},
+		suspects:    map[string]bool{},
+	}
+	d.queue = &memberlist.TransmitLimitedQueue{NumNodes: d.numAlive, RetransmitMult: retransmitMult}
+	return d
+}
+
+func (d *delegate) numAlive() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.alive)
+}
+
+// NotifyJoin is memberlist's: a member joined or came back.
+func (d *delegate) NotifyJoin(n *memberlist.Node) {
+	d.mu.Lock()
+	d.alive[n.Name] = true
+	delete(d.leaving, n.Name)
+	delete(d.suspects, n.Name)
+	d.mu.Unlock()
+	if n.Name != d.self {
+		d.events.push(event{kind: memberJoined, name: n.Name, addr: cloneIP(n.Addr)})
+	}
+}
+
+// NotifyLeave is memberlist's: a member was declared dead or left. The Node
+// does not say which (its State field is never set), so a departure is told
+// from a death by the member's leave notice.
+func (d *delegate) NotifyLeave(n *memberlist.Node) {
+	d.mu.Lock()
+	delete(d.alive, n.Name)
+	delete(d.suspects, n.Name)
+	heard, announced := d.leaving[n.Name]
+	delete(d.leaving, n.Name)
+	now := d.now()
+	d.mu.Unlock()
+	if n.Name == d.self {
+		return
+	}
+	kind := memberDead
+	if announced && now.Sub(heard) < leaveNoticeTTL {
+		kind = memberLeft
+	}
+	d.events.push(event{kind: kind, name: n.Name, addr: cloneIP(n.Addr)})
+}
+
+// NotifyUpdate is memberlist's: a member's metadata changed. Unused.
+func (d *delegate) NotifyUpdate(*memberlist.Node) {}
+
+// NodeMeta is memberlist's: this member publishes no metadata.
+func (d *delegate) NodeMeta(int) []byte { return nil }
+
+// NotifyMsg is memberlist's: a gossiped application message arrived. A leave
+// notice about a live member, heard for the first time, is passed on, so it
+// spreads like memberlist's own broadcasts and then dies out.
+func (d *delegate) NotifyMsg(msg []byte) {
+	name, ok := decodeLeaveNotice(msg)
+	if !ok || name == d.self {
+		return
+	}
+	d.mu.Lock()
+	now := d.now()
+	for n, heard := range d.leaving {
+		if now.Sub(heard) >= leaveNoticeTTL {
+			delete(d.leaving, n)
+		}
+	}
+	_, seen := d.leaving[name]
+	fresh := !seen && d.alive[name]
+	if fresh {
+		d.leaving[name] = now
+	}
+	d.mu.Unlock()
+	if fresh {
+		d.queue.QueueBroadcast(newLeaveNotice(name))
+	}
+}
+
+// GetBroadcasts is memberlist's: leave notices ride on its packets.
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte {
+	return d.queue.GetBroadcasts(overhead, limit)
+}
+
+// LocalState is memberlist's: there is no application state to sync.
+func (d *delegate) LocalState(bool) []byte { return nil }
+
+// MergeRemoteState is memberlist's: there is no application state to sync.
+func (d *delegate) MergeRemoteState([]byte, bool) {}
+
+// AckPayload is memberlist's: acks carry nothing extra.
+func (d *delegate) AckPayload() []byte { return nil }
+
+// NotifyPingComplete is memberlist's: our probe of other was answered, so
+// our probes no longer find it unresponsive.
+func (d *delegate) NotifyPingComplete(other *memberlist.Node, _ time.Duration, _ []byte) {
+	d.clearSuspect(other.Name)
+}
+
+// NotifyAlive is memberlist's: a message says peer is alive, as a refutation
+// of a suspicion does. It never rejects a member.
+func (d *delegate) NotifyAlive(peer *memberlist.Node) error {
+	d.clearSuspect(peer.Name)
+	return nil
+}
+
+// suspect records that this member's own probe found name unresponsive.
+func (d *delegate) suspect(name string) {
+	d.mu.Lock()
+	live := d.alive[name] && name != d.self
+	if live {
+		d.suspects[name] = true
+	}
+	d.mu.Unlock()
+	if live && d.suspectHook != nil {
+		d.suspectHook(name)
+	}
+}
+
+func (d *delegate) clearSuspect(name string) {
+	d.mu.Lock()
+	delete(d.suspects, name)
+	d.mu.Unlock()
+}
+
+func (d *delegate) numSuspects() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.suspects)
+}
+
+// leaveNotice is the broadcast of "name is leaving on purpose".
+type leaveNotice struct {
+	name string
+	msg  []byte
+	once sync.Once
+	sent chan struct{} // closed when memberlist is done retransmitting it
+}
+
+var _ memberlist.NamedBroadcast = (*leaveNotice)(nil)
+
+func newLeaveNotice(name string) *leaveNotice {
+	return &leaveNotice{
+		name: name,
+		msg:  append([]byte{leaveNoticeTag}, name...),
+		sent: make(chan struct{}),
+	}
+}
+
+// Name makes a newer notice for the same member replace an older one.
+func (b *leaveNotice) Name() string { return "leave/" + b.name }
+
+// Invalidates is memberlist's; see Name.
+func (b *leaveNotice) Invalidates(other memberlist.Broadcast) bool {
+	o, ok := other.(*leaveNotice)
+	return ok && o.name == b.name
+}
+
+// Message is memberlist's.
+func (b *leaveNotice) Message() []byte { return b.msg }
+
+// Finished is memberlist's: the notice was sent as often as it will be, or
+// replaced.
+func (b *leaveNotice) Finished() { b.once.Do(func() { close(b.sent) }) }
+
+func decodeLeaveNotice(msg []byte) (string, bool) {
+	if len(msg) < 2 || msg[0] != leaveNoticeTag {
+		return "", false
+	}
+	return string(msg[1:]), true
+}
+
+func cloneIP(ip net.IP) net.IP { return append(net.IP(nil), ip...) }

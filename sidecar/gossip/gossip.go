@@ -1,0 +1,256 @@
+package gossip
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// ErrClosed is returned by the methods of a Gossip that has been closed.
+var ErrClosed = errors.New("gossip: closed")
+
+// leaveWaitCap bounds (a duration) how long Leave waits for memberlist's
+// leave message to go out when ctx has no deadline.
+const leaveWaitCap = 5 * time.Second
+
+// noticeWaitIntervals bounds how long Leave waits for its leave notice to be
+// sent, in gossip intervals. The notice is normally done after two or three.
+const noticeWaitIntervals = 20
+
+// Gossip is this sidecar's membership in its job's gossip. It is safe for
+// concurrent use.
+type Gossip struct {
+	cfg    Config
+	ml     *memberlist.Memberlist
+	dlg    *delegate
+	events *dispatcher
+
+	// life makes memberlist's Leave and Shutdown exclusive: a Leave after
+	// Shutdown panics.
+	life   sync.Mutex
+	closed bool
+	// wg counts the Join and Leave calls into memberlist, which knows no
+	// context: a caller whose ctx ends returns at once and Close waits for
+	// the call, which its own timeouts bound.
+	wg sync.WaitGroup
+}
+
+// Start binds this member's gossip listeners and starts probing; the member
+// is alone until Join. events receives the verdicts about other members until
+// Close. ctx bounds the start only.
+func Start(ctx context.Context, cfg Config, events Events) (*Gossip, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("gossip: start: %w", err)
+	}
+	if events == nil {
+		return nil, errors.New("gossip: start: events is nil")
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	disp := newDispatcher(events)
+	dlg := newDelegate(cfg.Name, cfg.RetransmitMult, disp, cfg.suspectHook)
+	mc := memberlistConfig(cfg)
+	mc.Logger = newLogAdapter(logger, dlg.suspect)
+	mc.Events, mc.Delegate, mc.Ping, mc.Alive = dlg, dlg, dlg, dlg
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		disp.close()
+		return nil, fmt.Errorf("gossip: start %s on %s:%d: %w", cfg.Name, cfg.BindAddr, cfg.BindPort, err)
+	}
+	return &Gossip{cfg: cfg, ml: ml, dlg: dlg, events: disp}, nil
+}
+
+// memberlistConfig maps cfg onto memberlist's LAN defaults.
+func memberlistConfig(cfg Config) *memberlist.Config {
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = cfg.Name
+	mc.Label = cfg.Label
+	mc.BindAddr, mc.BindPort = cfg.BindAddr, cfg.BindPort
+	mc.AdvertiseAddr, mc.AdvertisePort = cfg.AdvertiseAddr, cfg.AdvertisePort
+	if mc.AdvertisePort == 0 {
+		mc.AdvertisePort = cfg.BindPort
+	}
+	mc.SecretKey = bytes.Clone(cfg.SecretKey)
+	mc.ProbeInterval, mc.ProbeTimeout = cfg.ProbeInterval, cfg.ProbeTimeout
+	mc.IndirectChecks = cfg.IndirectChecks
+	mc.SuspicionMult, mc.SuspicionMaxTimeoutMult = cfg.SuspicionMult, cfg.SuspicionMaxTimeoutMult
+	mc.GossipInterval, mc.GossipNodes = cfg.GossipInterval, cfg.GossipNodes
+	mc.RetransmitMult = cfg.RetransmitMult
+	mc.PushPullInterval = cfg.PushPullInterval
+	mc.GossipToTheDeadTime = cfg.GossipToTheDeadTime
+	mc.DeadNodeReclaimTime = cfg.DeadNodeReclaimTime
+	mc.TCPTimeout = cfg.StreamTimeout
+	return mc
+}
+
+// Join contacts the members at addrs (host:port, as other members' LocalAddr
+// returned) and syncs state with each, which makes this member known to the
+// whole job. It returns how many it reached; the error is non-nil only when
+// none was (a wrong key or label reaches none). An empty addrs is not an
+// error: the job's first member has no one to join. Join blocks until every
+// address answered or timed out (Config.StreamTimeout each) or ctx is done.
+func (g *Gossip) Join(ctx context.Context, addrs []string) (int, error) {
+	if len(addrs) == 0 {
+		return 0, nil
+	}
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	if !g.track() {
+		return 0, ErrClosed
+	}
+	go func() {
+		defer g.wg.Done()
+		n, err := g.ml.Join(addrs)
+		done <- result{n, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return r.n, fmt.Errorf("gossip: join %d seeds: %w", len(addrs), r.err)
+		}
+		return r.n, nil
+	case <-ctx.Done():
+		return 0, fmt.Errorf("gossip: join: %w", ctx.Err())
+	}
+}
+
+// track counts a call into memberlist that Close must wait for; false if
+// closed.
+func (g *Gossip) track() bool {
+	g.life.Lock()
+	defer g.life.Unlock()
+	if g.closed {
+		return false
+	}
+	g.wg.Add(1)
+	return true
+}
+
+// Members returns how many members, this one included, gossip does not
+// consider dead or gone. Suspects count: they are alive until declared dead.
+func (g *Gossip) Members() int {
+	return g.ml.NumMembers()
+}
+
+// Suspects returns how many other members this member's own probes found
+// unresponsive and that have since neither answered, been declared alive
+// again, nor been declared dead or gone.
+//
+// It is this member's view only. memberlist does not expose the suspect state
+// it keeps per member (its Node.State field is never set and no callback
+// fires on suspicion), so a suspicion this member only heard of by gossip is
+// not counted; the sum over all members counts each suspicion at least once.
+// It is read from memberlist's "Suspect NAME has failed" log line, which the
+// tests check is still there.
+func (g *Gossip) Suspects() int {
+	return g.dlg.numSuspects()
+}
+
+// LocalAddr returns the host:port the other members reach this one at: the
+// advertised address and the port actually bound. Publish it for Join.
+func (g *Gossip) LocalAddr() string {
+	return g.ml.LocalNode().Address()
+}
+
+// Leave tells the others that this member is going on purpose, so they report
+// it through LeaveEvents.MemberLeft and not as a death, then stops answering
+// as a member; call Close after it. It gossips a leave notice and waits until
+// it has been sent (at most 20 gossip intervals), then memberlist's leave
+// message and waits until that has gone out. ctx bounds both waits; without a
+// deadline the second is capped at 5 s. A member that misses the notice, which
+// gossip makes unlikely but not impossible, reports the leaver as dead.
+func (g *Gossip) Leave(ctx context.Context) error {
+	if err := g.announceLeave(ctx); err != nil {
+		return err
+	}
+	timeout := leaveWaitCap
+	if deadline, ok := ctx.Deadline(); ok {
+		timeout = time.Until(deadline)
+	}
+	if timeout <= 0 {
+		return fmt.Errorf("gossip: leave: %w", context.DeadlineExceeded)
+	}
+	done := make(chan error, 1)
+	if !g.track() {
+		return ErrClosed
+	}
+	go func() {
+		defer g.wg.Done()
+		g.life.Lock()
+		defer g.life.Unlock()
+		if g.closed {
+			done <- ErrClosed
+			return
+		}
+		done <- g.ml.Leave(timeout)
+	}()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, ErrClosed) {
+			return fmt.Errorf("gossip: leave: %w", err)
+		}
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("gossip: leave: %w", ctx.Err())
+	}
+}
+
+// announceLeave gossips this member's leave notice and waits until memberlist
+// has sent it as often as it sends any broadcast.
+func (g *Gossip) announceLeave(ctx context.Context) error {
+	g.life.Lock()
+	closed := g.closed
+	g.life.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if g.dlg.numAlive() <= 1 {
+		return nil
+	}
+	notice := newLeaveNotice(g.cfg.Name)
+	g.dlg.queue.QueueBroadcast(notice)
+	limit := time.NewTimer(noticeWaitIntervals * g.cfg.GossipInterval)
+	defer limit.Stop()
+	select {
+	case <-notice.sent:
+	case <-limit.C:
+	case <-ctx.Done():
+		return fmt.Errorf("gossip: leave: %w", ctx.Err())
+	}
+	return nil
+}
+
+// Close stops gossip at once, without telling anyone: to the others it looks
+// like a death unless Leave came first. It waits for Join and Leave calls in
+// progress (each bounded by its timeouts) and for a running event handler,
+// and drops events not yet delivered. Safe to call more than once.
+func (g *Gossip) Close() error {
+	g.life.Lock()
+	if g.closed {
+		g.life.Unlock()
+		return nil
+	}
+	g.closed = true
+	err := g.ml.Shutdown()
+	g.life.Unlock()
+	g.wg.Wait()
+	g.events.close()
+	if err != nil {
+		return fmt.Errorf("gossip: close: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,87 @@
+package gossip
+
+import (
+	"context"
+	"log"
+	"log/slog"
+	"strings"
+)
+
+// newLogAdapter returns the *log.Logger memberlist insists on, turning each of
+// its "[LEVEL] memberlist: text" lines into an slog record of the matching
+// level with component=memberlist. onSuspect, if not nil, is called with the
+// member named by each "Suspect NAME has failed" line: the only place
+// memberlist reveals that its own probe found a member unresponsive.
+func newLogAdapter(logger *slog.Logger, onSuspect func(name string)) *log.Logger {
+	return log.New(&logWriter{logger: logger, onSuspect: onSuspect}, "", 0)
+}
+
+// logWriter receives one memberlist line per Write (log.Logger guarantees it
+// and serialises the calls).
+type logWriter struct {
+	logger    *slog.Logger
+	onSuspect func(name string)
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	level, msg := parseLogLine(strings.TrimRight(string(p), "\n"))
+	if w.onSuspect != nil {
+		if name, ok := suspectedMember(msg); ok {
+			w.onSuspect(name)
+		}
+	}
+	ctx := context.Background()
+	if w.logger.Enabled(ctx, level) {
+		w.logger.Log(ctx, level, msg, slog.String("component", "memberlist"))
+	}
+	return len(p), nil
+}
+
+// routineFailures start memberlist lines that every death of a peer
+// produces, over and over until it is declared dead and a while after. They
+// say nothing the MemberDead event does not, so they are debug lines.
+var routineFailures = []string{
+	"Failed fallback TCP ping",
+	"Failed to send gossip to",
+	"Failed to send UDP ping",
+	"Failed to send UDP compound ping",
+	"Failed to send indirect UDP ping",
+	"Failed UDP ping",
+}
+
+// parseLogLine splits a memberlist line into a level and its text.
+// memberlist's [ERR] lines all report a peer's or a packet's fault, never this
+// process's, so they become warnings; unprefixed lines too.
+func parseLogLine(line string) (slog.Level, string) {
+	level := slog.LevelWarn
+	if rest, ok := strings.CutPrefix(line, "["); ok {
+		if tag, text, ok := strings.Cut(rest, "] "); ok {
+			line = text
+			switch tag {
+			case "DEBUG", "TRACE":
+				level = slog.LevelDebug
+			case "INFO":
+				level = slog.LevelInfo
+			}
+		}
+	}
+	msg := strings.TrimPrefix(line, "memberlist: ")
+	for _, prefix := range routineFailures {
+		if strings.HasPrefix(msg, prefix) {
+			level = slog.LevelDebug
+			break
+		}
+	}
+	return level, msg
+}
+
+// suspectedMember recognises memberlist's "Suspect NAME has failed, no acks
+// received" line, logged when this member's probe of NAME failed.
+func suspectedMember(msg string) (string, bool) {
+	rest, ok := strings.CutPrefix(msg, "Suspect ")
+	if !ok {
+		return "", false
+	}
+	name, ok := strings.CutSuffix(rest, " has failed, no acks received")
+	return name, ok && name != ""
+}

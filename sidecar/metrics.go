@@ -1,0 +1,91 @@
+package sidecar
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the sidecar's Prometheus metrics, on a registry of its own.
+type metrics struct {
+	reg *prometheus.Registry
+
+	generation      prometheus.Gauge
+	worldSize       prometheus.Gauge
+	members         *prometheus.GaugeVec
+	leader          prometheus.Gauge
+	failureToCommit prometheus.Histogram
+	rendezvousWait  prometheus.Histogram
+	gossipMembers   prometheus.GaugeFunc
+	gossipSuspects  prometheus.GaugeFunc
+	etcdErrors      *prometheus.CounterVec
+	apiRequests     *prometheus.CounterVec
+	deadPeers       prometheus.Counter
+	socketsReset    prometheus.Counter
+}
+
+// latencyBuckets span 10 ms to ~40 s: detection and recovery times.
+var latencyBuckets = prometheus.ExponentialBuckets(0.01, 2, 12)
+
+func newMetrics(gossipMembers, gossipSuspects func() float64) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		generation: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ringside_coordinator_generation",
+			Help: "Number of the newest committed generation this member holds.",
+		}),
+		worldSize: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ringside_coordinator_world_size",
+			Help: "World size (ranks) of the newest committed generation.",
+		}),
+		members: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ringside_coordinator_members",
+			Help: "Members of the newest generation by state (active, standby).",
+		}, []string{"state"}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ringside_coordinator_leader",
+			Help: "1 while this member leads the job, else 0.",
+		}),
+		failureToCommit: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "ringside_coordinator_failure_to_generation_seconds",
+			Help:    "Time from detecting a dead member to holding the generation without it.",
+			Buckets: latencyBuckets,
+		}),
+		rendezvousWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "ringside_api_rendezvous_wait_seconds",
+			Help:    "How long rendezvous requests waited for their generation.",
+			Buckets: latencyBuckets,
+		}),
+		gossipMembers: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ringside_gossip_members",
+			Help: "Members alive in this sidecar's gossip view, itself included.",
+		}, gossipMembers),
+		gossipSuspects: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ringside_gossip_suspects",
+			Help: "Members this sidecar's gossip currently suspects.",
+		}, gossipSuspects),
+		etcdErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ringside_etcd_errors_total",
+			Help: "Failed etcd operations, by operation.",
+		}, []string{"op"}),
+		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ringside_api_requests_total",
+			Help: "Trainer API requests, by handler and status code.",
+		}, []string{"handler", "code"}),
+		deadPeers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ringside_gossip_dead_members_total",
+			Help: "Members gossip declared dead.",
+		}),
+		socketsReset: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ringside_sockets_reset_total",
+			Help: "TCP connections to dead members destroyed.",
+		}),
+	}
+	m.reg.MustRegister(m.generation, m.worldSize, m.members, m.leader, m.failureToCommit,
+		m.rendezvousWait, m.gossipMembers, m.gossipSuspects, m.etcdErrors, m.apiRequests,
+		m.deadPeers, m.socketsReset,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Gatherer exposes the sidecar's metrics, for embedding and tests.
+func (a *Agent) Gatherer() prometheus.Gatherer { return a.metrics.reg }

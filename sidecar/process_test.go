@@ -1,0 +1,146 @@
+package sidecar_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ringside/ringside/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/sidecar"
+)
+
+// sidecarProc is a `ringside sidecar` process.
+type sidecarProc struct {
+	id   string
+	cmd  *exec.Cmd
+	api  *apiClient
+	out  *syncBuffer
+	done chan error
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startSidecar runs a sidecar process; each gets its own loopback address
+// (127.0.0.N), as pods get their own IPs.
+func startSidecar(t *testing.T, endpoints []string, n int, extra ...string) *sidecarProc {
+	t.Helper()
+	id := fmt.Sprintf("w%d", n)
+	socket := filepath.Join(t.TempDir(), id+".sock")
+	args := append([]string{"sidecar",
+		"--job", "proc", "--etcd-endpoints", endpoints[0],
+		"--member-id", id, "--advertise", fmt.Sprintf("127.0.0.%d", n+2),
+		"--socket", socket, "--gossip-port", "0",
+		"--settle", "100ms", "--node-watch=false", "--sysfs-root", t.TempDir(),
+		"--log-format", "json",
+	}, extra...)
+	p := &sidecarProc{id: id, cmd: exec.Command(ringsideBin, args...), out: &syncBuffer{}, done: make(chan error, 1)}
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("--- %s output:\n%s", id, p.out.String())
+		}
+	})
+	p.api = newAPIClient(t, socket)
+	return p
+}
+
+// waitReady waits until the process serves its API.
+func (p *sidecarProc) waitReady(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-p.done:
+			t.Fatalf("%s exited at start: %v\n%s", p.id, err, p.out.String())
+		default:
+		}
+		if resp, err := p.api.http.Get("http://sidecar/v1/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // the socket appears once the process has joined
+	}
+	t.Fatalf("%s not ready within 30s:\n%s", p.id, p.out.String())
+}
+
+// TestSidecarProcessesSurviveKillAndDrain runs four sidecar processes with
+// a 60 s lease TTL, so only gossip can explain a quick eviction: the
+// leader's process is SIGKILLed, then another is SIGTERMed and drains.
+func TestSidecarProcessesSurviveKillAndDrain(t *testing.T) {
+	srv := etcdtest.Start(t)
+	var ps []*sidecarProc
+	for n := range 4 {
+		p := startSidecar(t, srv.Endpoints(), n, "--ttl", "60s")
+		p.waitReady(t)
+		ps = append(ps, p)
+	}
+	all := ps[1].api.awaitRendezvous("all four", func(r *sidecar.Rendezvous) bool { return r.WorldSize == 4 })
+	leader := all.Members[0].ID // w0 joined first and leads
+	victim := ps[0]
+	if victim.id != leader {
+		t.Logf("leader is %s", leader)
+	}
+	events := ps[1].api.events()
+
+	victim.cmd.Process.Kill()
+	dead := events.await(t, "gossip declares the killed member dead", func(e sidecar.Event) bool {
+		return e.Type == "member_dead" && e.Member == victim.id
+	})
+	r := ps[1].api.awaitRendezvous("generation without the killed member", func(r *sidecar.Rendezvous) bool {
+		return !has(r, victim.id)
+	})
+	if r.WorldSize != 3 {
+		t.Fatalf("world size %d after the kill, want 3", r.WorldSize)
+	}
+	t.Logf("kill -9 of %s: dead at %s, generation %d without it", victim.id, dead.Time.Format(time.StampMilli), r.Generation)
+
+	drained := ps[3]
+	drainEvents := drained.api.events()
+	drained.cmd.Process.Signal(syscall.SIGTERM)
+	drainEvents.await(t, "drain event", func(e sidecar.Event) bool { return e.Type == "drain" && e.Reason == "SIGTERM" })
+	r = ps[1].api.awaitRendezvous("generation without the drained member", func(r *sidecar.Rendezvous) bool {
+		return !has(r, drained.id)
+	})
+	if r.WorldSize != 2 {
+		t.Fatalf("world size %d after the drain, want 2", r.WorldSize)
+	}
+	select {
+	case err := <-drained.done:
+		var exit *exec.ExitError
+		if errors.As(err, &exit) || err != nil {
+			t.Fatalf("drained sidecar exited with %v, want 0", err)
+		}
+		drained.done <- nil // for the cleanup
+	case <-time.After(30 * time.Second):
+		t.Fatal("drained sidecar did not exit")
+	}
+}
