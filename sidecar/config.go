@@ -18,9 +18,9 @@ type Config struct {
 	// settle window, policy, master ports).
 	Job coordinator.Config
 
-	EtcdEndpoints                  []string
-	EtcdCert, EtcdKey, EtcdCA      string
-	EtcdDialTimeout                time.Duration
+	EtcdEndpoints             []string
+	EtcdCert, EtcdKey, EtcdCA string
+	EtcdDialTimeout           time.Duration
 
 	// MemberID defaults to the pod name; Advertise (the address trainers
 	// of other pods reach this one at) to the pod IP.
