@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,6 +71,7 @@ func (a *Agent) handler() http.Handler {
 	route("/v1/heartbeat", http.MethodPost, a.serveHeartbeat)
 	route("/v1/failure", http.MethodPost, a.serveFailure)
 	route("/v1/leave", http.MethodPost, a.serveLeave)
+	route("/v1/restart", http.MethodPost, a.serveRestart)
 	route("/v1/healthz", http.MethodGet, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -199,6 +201,29 @@ func (a *Agent) serveFailure(w http.ResponseWriter, r *http.Request) {
 func (a *Agent) serveLeave(w http.ResponseWriter, r *http.Request) {
 	a.requestDrain("leave requested by the trainer")
 	writeJSON(w, http.StatusAccepted, map[string]string{"status": "draining"})
+}
+
+// RestartReport is restart mode's report that the trainer crashed and is
+// being restarted.
+type RestartReport struct {
+	Error string `json:"error,omitempty"`
+}
+
+// serveRestart records a trainer crash: the leader commits a generation
+// with the same members, so every trainer of the job restarts with it.
+func (a *Agent) serveRestart(w http.ResponseWriter, r *http.Request) {
+	var rr RestartReport
+	if r.ContentLength != 0 && !decodeBody(w, r, &rr) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	if err := a.member.Restart(ctx); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "restart not recorded: "+err.Error())
+		return
+	}
+	a.log.Info("trainer restarting after a failure", "error", rr.Error)
+	writeJSON(w, http.StatusAccepted, map[string]string{"status": "restarting"})
 }
 
 func (a *Agent) serveReady(w http.ResponseWriter, _ *http.Request) {

@@ -3,10 +3,7 @@ package sidecar_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,50 +14,16 @@ import (
 	"github.com/ringside/ringside/coordinator"
 	"github.com/ringside/ringside/etcdlocal/etcdtest"
 	"github.com/ringside/ringside/sidecar"
+	"github.com/ringside/ringside/sidecar/sidecartest"
 )
 
-// startAgent runs an in-process sidecar against endpoints; it is drained
-// (its context cancelled) when the test ends.
+// startAgent runs an in-process sidecar of job "api".
 func startAgent(t *testing.T, endpoints []string, id string) (*sidecar.Agent, *apiClient, func() error) {
 	t.Helper()
-	cfg := sidecar.DefaultConfig()
-	cfg.Job.Job = "api"
-	cfg.Job.TTL = 2 * time.Second
-	cfg.Job.Settle = 50 * time.Millisecond
-	cfg.EtcdEndpoints = endpoints
-	cfg.MemberID, cfg.Advertise = id, "127.0.0.1"
-	cfg.Socket = filepath.Join(t.TempDir(), id+".sock")
-	cfg.GossipPort = 0
-	cfg.NodeWatch = false
-	cfg.SysfsRoot = t.TempDir()
-	cfg.Grace = 3 * time.Second
-	cfg.StatusInterval = 50 * time.Millisecond
-	a, err := sidecar.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- a.Run(ctx) }()
-	var stopped bool
-	var runErr error
-	stop := func() error {
-		if !stopped {
-			stopped = true
-			cancel()
-			runErr = <-errc
-		}
-		return runErr
-	}
-	t.Cleanup(func() { stop() })
-	select {
-	case <-a.Started():
-	case err := <-errc:
-		t.Fatalf("sidecar %s stopped at start: %v", id, err)
-	}
-	c := newAPIClient(t, cfg.Socket)
+	a := sidecartest.Start(t, endpoints, "api", id)
+	c := newAPIClient(t, a.Socket)
 	c.awaitRendezvous("first generation of "+id, func(r *sidecar.Rendezvous) bool { return has(r, id) })
-	return a, c, stop
+	return a.Agent, c, a.Stop
 }
 
 func TestAPIContract(t *testing.T) {
@@ -90,6 +53,8 @@ func TestAPIContract(t *testing.T) {
 		{"failure naming itself", "POST", "/v1/failure", `{"peer":"w0"}`, 400, "itself"},
 		{"failure of an unknown peer is checked", "POST", "/v1/failure", `{"peer":"ghost"}`, 202, "checking"},
 		{"leave needs POST", "GET", "/v1/leave", "", 405, "use POST"},
+		{"events needs GET", "POST", "/v1/events", "", 405, "use GET"},
+		{"restart with an unknown field", "POST", "/v1/restart", `{"why":1}`, 400, "unknown field"},
 		{"healthz", "GET", "/v1/healthz", "", 200, "ok"},
 		{"readyz once a generation is held", "GET", "/v1/readyz", "", 200, "ready"},
 		{"metrics", "GET", "/metrics", "", 200, "ringside_coordinator_generation"},

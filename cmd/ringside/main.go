@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -17,7 +18,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRootCmd().ExecuteContext(ctx)
 	stop()
-	if err != nil {
+	var code exitCodeError
+	switch {
+	case errors.As(err, &code):
+		os.Exit(int(code))
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "ringside:", err)
 		os.Exit(1)
 	}
@@ -45,7 +50,7 @@ without restarting every process.`,
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", envOr("RINGSIDE_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env RINGSIDE_LOG_LEVEL)")
 	root.PersistentFlags().StringVar(&logFormat, "log-format", envOr("RINGSIDE_LOG_FORMAT", "text"), "log format: text or json (env RINGSIDE_LOG_FORMAT)")
-	root.AddCommand(newSidecarCmd(), newEtcdCmd(), newBenchCmd(), newDemoCmd(), newNetoptCmd())
+	root.AddCommand(newSidecarCmd(), newExecCmd(), newDiscoverHostsCmd(), newEtcdCmd(), newBenchCmd(), newDemoCmd(), newNetoptCmd())
 	return root
 }
 

@@ -29,6 +29,7 @@ serves the trainer API on a unix socket:
   POST /v1/heartbeat                        {"step":..,"samples":..,"step_time_s":..}
   POST /v1/failure                          {"peer":"w3","error":"..."}
   POST /v1/leave                            drain and leave
+  POST /v1/restart                          the trainer crashed: re-form the group (restart mode)
   GET  /v1/healthz, /v1/readyz, /metrics
 
 Every flag can also be set through the environment: --etcd-endpoints is

@@ -158,3 +158,9 @@ func responseError(resp *http.Response) error {
 	}
 	return fmt.Errorf("client: sidecar answered %s", resp.Status)
 }
+
+// Restart reports that the trainer crashed and is being restarted; the job
+// commits a new generation with the same members.
+func (c *Client) Restart(ctx context.Context, reason string) error {
+	return c.call(ctx, http.MethodPost, "/v1/restart", sidecar.RestartReport{Error: reason}, nil)
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ringside/ringside/launch"
+	"github.com/ringside/ringside/sidecar/client"
+)
+
+// exitCodeError makes main exit with a code without printing anything.
+type exitCodeError int
+
+func (e exitCodeError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+func newExecCmd() *cobra.Command {
+	cfg := launch.DefaultConfig()
+	cmd := &cobra.Command{
+		Use:   "exec [flags] -- CMD [ARGS...]",
+		Short: "Run an unmodified torchrun-style trainer, restarted on every new generation",
+		Long: `exec runs CMD once per slot of this member with torchrun's environment
+contract (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,
+NODE_RANK, ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID,
+OMP_NUM_THREADS when unset) and netopt's NCCL settings, taken from the
+sidecar's current generation. On every new generation it stops CMD (SIGTERM,
+then SIGKILL after --stop-timeout) and starts it again with the new values.
+Signals are forwarded. A crashed CMD is reported to the sidecar, which has
+the job re-form; after --max-restarts crashes exec exits with CMD's code.`,
+		Example: `  ringside exec -- python train.py --epochs 10
+  ringside exec --socket /var/run/ringside/ringside.sock --max-restarts 5 -- torch_script.sh`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg.Command = args
+			sigs := make(chan os.Signal, 4)
+			signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+			defer signal.Stop(sigs)
+			cfg.Signals = sigs
+			code, err := launch.Run(context.WithoutCancel(cmd.Context()), cfg)
+			if err != nil {
+				return err
+			}
+			if code != 0 {
+				return exitCodeError(code)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Socket, "socket", envOr("RINGSIDE_SOCKET", cfg.Socket), "the sidecar's API socket (env RINGSIDE_SOCKET)")
+	f.DurationVar(&cfg.StopTimeout, "stop-timeout", cfg.StopTimeout, "time between SIGTERM and SIGKILL when stopping CMD")
+	f.IntVar(&cfg.MaxRestarts, "max-restarts", cfg.MaxRestarts, "restarts after CMD failures before giving up")
+	f.StringVar(&cfg.RunID, "run-id", envOr("RINGSIDE_JOB", cfg.RunID), "TORCHELASTIC_RUN_ID")
+	f.DurationVar(&cfg.StartTimeout, "start-timeout", cfg.StartTimeout, "how long to wait for the sidecar at start")
+	return cmd
+}
+
+func newDiscoverHostsCmd() *cobra.Command {
+	socket := envOr("RINGSIDE_SOCKET", launch.DefaultConfig().Socket)
+	cmd := &cobra.Command{
+		Use:   "discover-hosts",
+		Short: "Print the current generation's members as host:slots lines, for horovodrun",
+		Long: `discover-hosts prints one "host:slots" line per member of the current
+generation, in ring order: the format horovodrun --host-discovery-script
+reads. It prints nothing while there is no generation, and exits non-zero
+only when the sidecar cannot be reached.`,
+		Example: `  horovodrun -np 8 --min-np 4 --host-discovery-script 'ringside discover-hosts' python train.py`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, err := client.New(socket).Rendezvous(cmd.Context(), 0, 0)
+			if errors.Is(err, client.ErrNoGeneration) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			for _, m := range r.Members {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s:%d\n", m.Addr, m.Slots)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&socket, "socket", socket, "the sidecar's API socket (env RINGSIDE_SOCKET)")
+	return cmd
+}

@@ -1,0 +1,325 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/ringside/ringside/sidecar"
+	"github.com/ringside/ringside/sidecar/client"
+)
+
+// Config says what to run and how.
+type Config struct {
+	// Socket is the sidecar's API socket.
+	Socket string
+	// Command is the trainer command and its arguments.
+	Command []string
+	// StopTimeout is how long a stopped command gets after SIGTERM before
+	// SIGKILL.
+	StopTimeout time.Duration
+	// MaxRestarts bounds restarts after the command failed (restarts for
+	// a new generation are not counted); torchrun's --max-restarts.
+	MaxRestarts int
+	// RunID is TORCHELASTIC_RUN_ID.
+	RunID string
+	// StartTimeout bounds the wait for a reachable sidecar at start.
+	StartTimeout time.Duration
+	// Signals are forwarded to the command; SIGINT and SIGTERM also end
+	// the run once the command has exited.
+	Signals        <-chan os.Signal
+	Stdout, Stderr io.Writer
+	Logger         *slog.Logger
+}
+
+// DefaultConfig returns the defaults of `ringside exec`.
+func DefaultConfig() Config {
+	return Config{
+		Socket:       "/var/run/ringside/ringside.sock",
+		StopTimeout:  10 * time.Second,
+		MaxRestarts:  3,
+		RunID:        "ringside",
+		StartTimeout: 60 * time.Second,
+		Stdout:       os.Stdout,
+		Stderr:       os.Stderr,
+	}
+}
+
+// Run runs the command under the sidecar's generations until the job ends
+// for this member, and returns the exit code to leave with: the command's
+// own when it exits by itself, 0 after a drain.
+func Run(ctx context.Context, cfg Config) (int, error) {
+	if len(cfg.Command) == 0 {
+		return 2, errors.New("no command given: ringside exec [flags] -- CMD ARGS...")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	r := &runner{cfg: cfg, api: client.New(cfg.Socket), log: cfg.Logger}
+	return r.run(ctx)
+}
+
+type runner struct {
+	cfg Config
+	api *client.Client
+	log *slog.Logger
+
+	events   <-chan sidecar.Event
+	gen      *sidecar.Rendezvous
+	draining bool
+	restarts int // TORCHELASTIC_RESTART_COUNT
+	failures int
+	// restartPending: a failure was reported; wait for the generation
+	// the job commits for it.
+	restartPending bool
+}
+
+func (r *runner) run(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := r.connect(ctx); err != nil {
+		return 1, err
+	}
+	if code, done := r.awaitActive(ctx); done {
+		return code, nil
+	}
+	for {
+		g, err := startGroup(r.cfg, r.gen, EnvOptions{
+			RestartCount: r.restarts, MaxRestarts: r.cfg.MaxRestarts, RunID: r.cfg.RunID, Socket: r.cfg.Socket,
+		})
+		if err != nil {
+			return 1, err
+		}
+		r.log.Info("started", "generation", r.gen.Generation, "rank", r.gen.Rank, "world_size", r.gen.WorldSize,
+			"processes", len(g.procs), "restart_count", r.restarts)
+		code, next := r.supervise(ctx, g)
+		if !next {
+			return code, nil
+		}
+		r.restarts++
+		if r.gen.State == sidecar.StateActive && !r.restartPending {
+			continue
+		}
+		r.restartPending = false
+		if code, done := r.awaitActive(ctx); done {
+			return code, nil
+		}
+	}
+}
+
+// connect opens the event stream, waiting for the sidecar to come up.
+func (r *runner) connect(ctx context.Context) error {
+	deadline := time.Now().Add(r.cfg.StartTimeout)
+	for {
+		evs, err := r.api.Events(ctx)
+		if err == nil {
+			r.events = evs
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sidecar at %s unreachable after %s (is `ringside sidecar` running with --socket %s?): %w",
+				r.cfg.Socket, r.cfg.StartTimeout, r.cfg.Socket, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond): // the sidecar is starting
+		}
+	}
+}
+
+// awaitActive reads events until a generation newer than the current one
+// makes this member active. done reports that the run is over instead
+// (drained out of the job, the sidecar gone, or a signal).
+func (r *runner) awaitActive(ctx context.Context) (code int, done bool) {
+	for {
+		select {
+		case e, open := <-r.events:
+			if !open {
+				r.log.Error("sidecar event stream ended")
+				return 1, true
+			}
+			switch e.Type {
+			case "drain":
+				r.draining = true
+			case "generation":
+				if r.gen != nil && e.Generation.Generation <= r.gen.Generation {
+					continue
+				}
+				r.gen = e.Generation
+				switch {
+				case r.gen.State == sidecar.StateActive:
+					return 0, false
+				case r.draining:
+					r.log.Info("drained out of the job")
+					return 0, true
+				}
+				r.log.Info("waiting: this member is not active", "generation", r.gen.Generation, "state", r.gen.State)
+			}
+		case sig := <-r.cfg.Signals:
+			if isTerminal(sig) {
+				return 128 + int(sig.(syscall.Signal)), true
+			}
+		case <-ctx.Done():
+			return 1, true
+		}
+	}
+}
+
+// supervise watches a running group. It returns next=true when the group
+// was stopped for a new generation (or a restart after a failure), else
+// the code to exit with.
+func (r *runner) supervise(ctx context.Context, g *group) (code int, next bool) {
+	terminating := false
+	for {
+		select {
+		case e, open := <-r.events:
+			if !open {
+				g.stop(r.cfg.StopTimeout)
+				r.log.Error("sidecar event stream ended; stopping the command")
+				return 1, false
+			}
+			if e.Type == "drain" {
+				r.draining = true
+			}
+			if e.Type == "generation" && e.Generation.Generation > r.gen.Generation {
+				r.log.Info("new generation; restarting the command", "generation", e.Generation.Generation, "reason", e.Generation.Reason)
+				g.stop(r.cfg.StopTimeout)
+				r.gen = e.Generation
+				if r.gen.State != sidecar.StateActive && r.draining {
+					r.log.Info("drained out of the job")
+					return 0, false
+				}
+				return 0, true
+			}
+		case ex := <-g.exits:
+			g.note(ex)
+			if ex.code == 0 || terminating {
+				if g.left > 0 {
+					continue
+				}
+				return g.firstFailure(), false
+			}
+			// A crash: stop the others and have the job re-form.
+			g.stop(r.cfg.StopTimeout)
+			r.failures++
+			if r.failures > r.cfg.MaxRestarts {
+				r.log.Error("command failed; no restarts left", "exit_code", ex.code, "max_restarts", r.cfg.MaxRestarts)
+				return ex.code, false
+			}
+			r.log.Warn("command failed; restarting with the job", "exit_code", ex.code, "failures", r.failures)
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := r.api.Restart(rctx, fmt.Sprintf("local rank %d exited with %d", ex.slot, ex.code))
+			cancel()
+			if err != nil {
+				r.log.Error("could not report the failure to the sidecar", "err", err)
+				return ex.code, false
+			}
+			r.restartPending = true
+			return 0, true
+		case sig := <-r.cfg.Signals:
+			g.signal(sig)
+			if isTerminal(sig) {
+				terminating = true
+			}
+		case <-ctx.Done():
+			g.stop(r.cfg.StopTimeout)
+			return 1, false
+		}
+	}
+}
+
+func isTerminal(sig os.Signal) bool {
+	return sig == syscall.SIGTERM || sig == syscall.SIGINT
+}
+
+// exit is one process's end.
+type exit struct {
+	slot, code int
+}
+
+// group is the command's processes, one per slot.
+type group struct {
+	procs []*exec.Cmd
+	exits chan exit
+	left  int
+	codes []int
+}
+
+func startGroup(cfg Config, r *sidecar.Rendezvous, o EnvOptions) (*group, error) {
+	g := &group{exits: make(chan exit, r.LocalWorldSize), codes: make([]int, r.LocalWorldSize)}
+	for slot := range r.LocalWorldSize {
+		cmd := exec.Command(cfg.Command[0], cfg.Command[1:]...)
+		cmd.Env = Env(baseEnv(), r, slot, o)
+		cmd.Stdin = nil
+		cmd.Stdout, cmd.Stderr = cfg.Stdout, cfg.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			g.stop(cfg.StopTimeout)
+			return nil, fmt.Errorf("start %s: %w", cfg.Command[0], err)
+		}
+		g.procs = append(g.procs, cmd)
+		g.left++
+		go func() {
+			cmd.Wait()
+			g.exits <- exit{slot: slot, code: exitCode(cmd.ProcessState)}
+		}()
+	}
+	return g, nil
+}
+
+// firstFailure returns the first non-zero exit code, by slot, or 0.
+func (g *group) firstFailure() int {
+	for _, c := range g.codes {
+		if c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+func (g *group) signal(sig os.Signal) {
+	for _, p := range g.procs {
+		if s, ok := sig.(syscall.Signal); ok {
+			syscall.Kill(-p.Process.Pid, s)
+		}
+	}
+}
+
+// stop sends SIGTERM to every process group still running, then SIGKILL
+// after timeout, and waits for all of them.
+func (g *group) stop(timeout time.Duration) {
+	if g.left == 0 {
+		return
+	}
+	g.signal(syscall.SIGTERM)
+	kill := time.After(timeout)
+	for g.left > 0 {
+		select {
+		case ex := <-g.exits:
+			g.note(ex)
+		case <-kill:
+			g.signal(syscall.SIGKILL)
+			kill = nil
+		}
+	}
+}
+
+// note records an exit read from g.exits.
+func (g *group) note(ex exit) {
+	g.left--
+	g.codes[ex.slot] = ex.code
+}
+
+func exitCode(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}

@@ -1,0 +1,168 @@
+package launch_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ringside/ringside/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/launch"
+	"github.com/ringside/ringside/sidecar"
+	"github.com/ringside/ringside/sidecar/sidecartest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("go.opencensus.io/stats/view.(*worker).start"),
+		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
+		goleak.IgnoreTopFunction("go.etcd.io/etcd/pkg/v3/schedule.(*fifo).run"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+	)
+}
+
+// execRun is a launch.Run in the background, its stdout as lines.
+type execRun struct {
+	lines   chan string
+	signals chan os.Signal
+	done    chan int
+	err     error
+}
+
+func startExec(t *testing.T, socket string, maxRestarts int, script string) *execRun {
+	t.Helper()
+	pr, pw := io.Pipe()
+	e := &execRun{lines: make(chan string, 100), signals: make(chan os.Signal, 4), done: make(chan int, 1)}
+	cfg := launch.DefaultConfig()
+	cfg.Socket = socket
+	cfg.Command = []string{"sh", "-c", script}
+	cfg.MaxRestarts = maxRestarts
+	cfg.StopTimeout = 5 * time.Second
+	cfg.Signals = e.signals
+	cfg.Stdout, cfg.Stderr = pw, io.Discard
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			e.lines <- sc.Text()
+		}
+	}()
+	go func() {
+		code, err := launch.Run(context.Background(), cfg)
+		e.err = err
+		pw.Close()
+		e.done <- code
+	}()
+	return e
+}
+
+func (e *execRun) await(t *testing.T, prefix string) string {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case l := <-e.lines:
+			if strings.HasPrefix(l, prefix) {
+				return l
+			}
+		case <-timeout:
+			t.Fatalf("no line %q within 30s", prefix)
+		}
+	}
+}
+
+func (e *execRun) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case code := <-e.done:
+		if e.err != nil {
+			t.Fatalf("exec failed: %v", e.err)
+		}
+		return code
+	case <-time.After(30 * time.Second):
+		t.Fatal("exec did not end within 30s")
+		return -1
+	}
+}
+
+// loop keeps the command alive while letting its traps run promptly.
+const loop = `while :; do sleep 0.05; done`
+
+func TestExecRestartsTheCommandOnEveryNewGeneration(t *testing.T) {
+	srv := etcdtest.Start(t)
+	w0 := sidecartest.Start(t, srv.Endpoints(), "exec", "w0")
+	e := startExec(t, w0.Socket, 0, `trap 'echo stopped; exit 0' TERM; echo "start $RANK $WORLD_SIZE $TORCHELASTIC_RESTART_COUNT $MASTER_ADDR"; `+loop)
+	if got := e.await(t, "start"); got != "start 0 1 0 127.0.0.1" {
+		t.Fatalf("first start %q, want rank 0 of 1, restart count 0", got)
+	}
+	sidecartest.Start(t, srv.Endpoints(), "exec", "w1")
+	e.await(t, "stopped")
+	if got := e.await(t, "start"); got != "start 0 2 1 127.0.0.1" {
+		t.Fatalf("restart %q, want rank 0 of 2, restart count 1", got)
+	}
+	e.signals <- syscall.SIGTERM
+	if code := e.wait(t); code != 0 {
+		t.Fatalf("exit code %d, want the command's 0", code)
+	}
+}
+
+func TestExecForwardsSignalsAndExitsWithTheCommandsCode(t *testing.T) {
+	srv := etcdtest.Start(t)
+	w0 := sidecartest.Start(t, srv.Endpoints(), "exec", "w0")
+	e := startExec(t, w0.Socket, 0, `trap 'echo usr1' USR1; trap 'exit 7' TERM; echo ready; `+loop)
+	e.await(t, "ready")
+	e.signals <- syscall.SIGUSR1
+	e.await(t, "usr1")
+	e.signals <- syscall.SIGTERM
+	if code := e.wait(t); code != 7 {
+		t.Fatalf("exit code %d, want the command's 7", code)
+	}
+}
+
+func TestExecRunsOneProcessPerSlotAndEndsWithTheJob(t *testing.T) {
+	srv := etcdtest.Start(t)
+	w0 := sidecartest.Start(t, srv.Endpoints(), "exec", "w0", func(c *sidecar.Config) { c.Slots = 2 })
+	e := startExec(t, w0.Socket, 0, `echo "slot $LOCAL_RANK of $LOCAL_WORLD_SIZE rank $RANK"`)
+	seen := map[string]bool{e.await(t, "slot"): true, e.await(t, "slot"): true}
+	if !seen["slot 0 of 2 rank 0"] || !seen["slot 1 of 2 rank 1"] {
+		t.Fatalf("processes printed %v, want slots 0 and 1", seen)
+	}
+	if code := e.wait(t); code != 0 {
+		t.Fatalf("exit code %d, want 0 once every process exited 0", code)
+	}
+}
+
+func TestExecRestartsAFailedCommandWithTheJobThenGivesUp(t *testing.T) {
+	srv := etcdtest.Start(t)
+	w0 := sidecartest.Start(t, srv.Endpoints(), "exec", "w0")
+	e := startExec(t, w0.Socket, 1, `echo "run $TORCHELASTIC_RESTART_COUNT $RINGSIDE_GENERATION"; exit 3`)
+	first := e.await(t, "run 0")
+	second := e.await(t, "run 1")
+	if first == second {
+		t.Fatalf("the restart ran in the same generation: %q", second)
+	}
+	if code := e.wait(t); code != 3 {
+		t.Fatalf("exit code %d, want the command's 3 after max restarts", code)
+	}
+}
+
+func TestExecFailsClearlyWithoutASidecar(t *testing.T) {
+	cfg := launch.DefaultConfig()
+	cfg.Socket = t.TempDir() + "/none.sock"
+	cfg.Command = []string{"true"}
+	cfg.StartTimeout = 200 * time.Millisecond
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	code, err := launch.Run(context.Background(), cfg)
+	if err == nil || code == 0 || !strings.Contains(err.Error(), "unreachable") {
+		t.Fatalf("Run = %d, %v; want a non-zero code and an 'unreachable' error", code, err)
+	}
+}
