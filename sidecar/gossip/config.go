@@ -119,8 +119,10 @@ type Config struct {
 //  1. Some survivor probes the dead member. Each member probes one member per
 //     ProbeInterval, so about one probe per interval reaches any given member:
 //     typically well under one ProbeInterval after the death.
+//
 //  2. That probe fails: ProbeTimeout for the direct ack, then indirect and
 //     TCP probes until the end of the interval. One ProbeInterval.
+//
 //  3. The member stays suspect for the suspicion timeout, while the suspicion
 //     spreads (so every survivor starts its own timer) and the member could
 //     refute:
