@@ -1,0 +1,57 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    func(Config) bool
+		wantErr string
+	}{
+		{"defaults", nil, nil, func(c Config) bool { return c == DefaultConfig() }, ""},
+		{"the environment sets the socket and the local rank", nil,
+			map[string]string{"RINGSIDE_SOCKET": "/run/rs.sock", "LOCAL_RANK": "3"},
+			func(c Config) bool { return c.Socket == "/run/rs.sock" && c.LocalRank == 3 }, ""},
+		{"flags win over the environment", []string{"--socket", "/a.sock", "--local-rank", "1"},
+			map[string]string{"RINGSIDE_SOCKET": "/run/rs.sock", "LOCAL_RANK": "3"},
+			func(c Config) bool { return c.Socket == "/a.sock" && c.LocalRank == 1 }, ""},
+		{"all flags", []string{"--port", "30000", "--vector", "7", "--step-time", "5ms", "--steps", "9"}, nil,
+			func(c Config) bool {
+				return c.Port == 30000 && c.Vector == 7 && c.StepTime == 5*time.Millisecond && c.Steps == 9
+			}, ""},
+		{"a local rank that is not a number", nil, map[string]string{"LOCAL_RANK": "one"}, nil, "LOCAL_RANK"},
+		{"an empty vector", []string{"--vector", "0"}, nil, nil, "--vector 0"},
+		{"a port past 65535 with the local rank", []string{"--port", "65535", "--local-rank", "1"}, nil, nil, "--port 65535"},
+		{"a negative step time", []string{"--step-time", "-1s"}, nil, nil, "--step-time"},
+		{"negative steps", []string{"--steps", "-1"}, nil, nil, "--steps"},
+		{"an empty socket", []string{"--socket", ""}, nil, nil, "--socket is empty"},
+		{"an unknown log format", []string{"--log-format", "xml"}, nil, nil, "--log-format"},
+		{"an unknown flag", []string{"--bogus"}, nil, nil, "bogus"},
+		{"a positional argument", []string{"train"}, nil, nil, `unexpected argument "train"`},
+		{"every bad flag is named", []string{"--vector", "-1", "--steps", "-1"}, nil, nil, "--steps -1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseFlags(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one mentioning %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.want(cfg) {
+				t.Errorf("unexpected config %+v", cfg)
+			}
+		})
+	}
+}

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// startWorkers starts n workers and waits until every trainer completed
+// three steps at world size n; it returns each one's read position.
+func startWorkers(t *testing.T, c *cluster, n int) ([]*worker, []int) {
+	t.Helper()
+	ws := make([]*worker, n)
+	for i := range ws {
+		ws[i] = c.start(i)
+	}
+	pos := make([]int, n)
+	for i, w := range ws {
+		w.awaitSteps(t, &pos[i], 3, n)
+	}
+	return ws, pos
+}
+
+// firstAtWorld is the index, among w's step lines, of the first at world.
+func firstAtWorld(w *worker, world int) int {
+	for i, l := range w.steps() {
+		if l.World == world {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestThreeTrainersAllReduceWithCorrectSums(t *testing.T) {
+	c := newCluster(t)
+	ws, pos := startWorkers(t, c, 3)
+	for i, w := range ws {
+		w.awaitSteps(t, &pos[i], 3, 3)
+	}
+
+	// The ranks agreed on the step to go on from when the ring formed.
+	var first []outLine
+	ranks := map[int]bool{}
+	for _, w := range ws {
+		w.checkOutput(t)
+		l := w.steps()[firstAtWorld(w, 3)]
+		first = append(first, l)
+		ranks[l.Rank] = true
+	}
+	for _, l := range first[1:] {
+		if l.Step != first[0].Step || l.Generation != first[0].Generation {
+			t.Errorf("first steps at world size 3 differ: %+v and %+v", first[0], l)
+		}
+	}
+	if len(ranks) != 3 {
+		t.Errorf("ranks %v at world size 3, want 0, 1 and 2", ranks)
+	}
+}
+
+// TestSurvivorsRetrainAfterKill SIGKILLs the first worker (the sidecar
+// leader and rank 0 of the first generation) in the middle of training.
+func TestSurvivorsRetrainAfterKill(t *testing.T) {
+	c := newCluster(t)
+	ws, pos := startWorkers(t, c, 3)
+	victim, survivors := ws[0], ws[1:]
+	victim.trainer.cmd.Process.Kill()
+	victim.sidecar.cmd.Process.Kill()
+
+	for i, w := range survivors {
+		w.await(t, &pos[i+1], "a ring at world size 2", func(l outLine) bool { return l.Event == "ring" && l.World == 2 })
+		w.awaitSteps(t, &pos[i+1], 3, 2)
+	}
+	for _, w := range survivors {
+		w.checkOutput(t)
+	}
+}
+
+// TestDrainedTrainerExitsAndNoStepIsLost SIGTERMs a worker's sidecar: its
+// trainer stops stepping and exits 0 once the generation without it is
+// committed, and the others go on at world size 2 from the next step.
+func TestDrainedTrainerExitsAndNoStepIsLost(t *testing.T) {
+	c := newCluster(t)
+	ws, pos := startWorkers(t, c, 3)
+	drained, survivors := ws[1], []*worker{ws[0], ws[2]}
+	drained.sidecar.cmd.Process.Signal(syscall.SIGTERM)
+
+	if code := drained.trainer.awaitExit(t); code != 0 {
+		t.Fatalf("drained trainer exited with %d, want 0", code)
+	}
+	for _, l := range drained.steps()[firstAtWorld(drained, 3):] {
+		if l.World != 3 {
+			t.Errorf("drained trainer stepped at world size %d after the ring of 3: %+v", l.World, l)
+		}
+	}
+	for i, w := range survivors {
+		p := &pos[2*i]
+		w.await(t, p, "a ring at world size 2", func(l outLine) bool { return l.Event == "ring" && l.World == 2 })
+		w.awaitSteps(t, p, 3, 2)
+	}
+
+	for _, w := range survivors {
+		w.checkOutput(t)
+		steps := w.steps()[firstAtWorld(w, 3):]
+		for i := 1; i < len(steps); i++ {
+			if steps[i].Step != steps[i-1].Step+1 {
+				t.Errorf("%s: step %d (world %d) after step %d (world %d): a step was lost in the drain",
+					w.id, steps[i].Step, steps[i].World, steps[i-1].Step, steps[i-1].World)
+			}
+		}
+	}
+}
+
+func TestSingleTrainerStopsAtSteps(t *testing.T) {
+	c := newCluster(t)
+	w := c.start(0, "--steps", "5")
+	if code := w.trainer.awaitExit(t); code != 0 {
+		t.Fatalf("exit code %d, want 0", code)
+	}
+	w.checkOutput(t)
+	lines, _ := w.out.snapshot()
+	if len(lines) == 0 || lines[0].Event != "ring" || lines[0].World != 1 || lines[0].Rank != 0 {
+		t.Fatalf("first line %+v, want a ring of world size 1", lines)
+	}
+	steps := w.steps()
+	if len(steps) != 5 || steps[0].Step != 1 || steps[4].Step != 5 {
+		t.Errorf("steps %+v, want 1 to 5", steps)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		code     int
+		mentions string
+	}{
+		{"a bad flag value exits 2", []string{"--vector", "0"}, exitUsage, "--vector"},
+		{"an unknown flag exits 2", []string{"--nope"}, exitUsage, "nope"},
+		{"a sidecar that is not there exits 3", []string{"--socket", "/nonexistent/ringside.sock", "--connect-timeout", "200ms"}, exitNoSidecar, "--socket"},
+		{"help exits 0", []string{"--help"}, exitOK, "-local-rank"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command(trainerBin, tt.args...)
+			cmd.Env = cleanEnv()
+			out, _ := cmd.CombinedOutput()
+			if code := cmd.ProcessState.ExitCode(); code != tt.code {
+				t.Errorf("exit code %d, want %d; output:\n%s", code, tt.code, out)
+			}
+			if !strings.Contains(string(out), tt.mentions) {
+				t.Errorf("output does not mention %q:\n%s", tt.mentions, out)
+			}
+		})
+	}
+}
