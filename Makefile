@@ -10,6 +10,7 @@ all: build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/ringside
+	$(GO) build -o bin/ringtrainer ./examples/ringtrainer
 
 ## demo: embedded etcd, several workers, a crash, a scale-up and a drain
 demo: build
@@ -29,6 +30,8 @@ bench: build
 	$(BIN) bench rendezvous --members 1000 --json
 	$(BIN) bench rendezvous --members 10000 --json
 	$(BIN) bench detect --members 8 --kills 5 --json
+	$(BIN) bench recovery --trainer go --workers 8 --kills 8 --json
+	$(BIN) bench recovery --trainer go --workers 8 --kills 4 --fault stop --json
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./netopt/
 
 clean:

@@ -15,7 +15,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Measure ringside against its targets; each prints one JSON line last",
 	}
-	cmd.AddCommand(newBenchRendezvousCmd(), newBenchDetectCmd())
+	cmd.AddCommand(newBenchRendezvousCmd(), newBenchDetectCmd(), newBenchRecoveryCmd())
 	return cmd
 }
 
@@ -92,6 +92,45 @@ without it. A new member replaces each victim.`,
 	f.IntVar(&cfg.Members, "members", cfg.Members, "sidecar processes")
 	f.IntVar(&cfg.Kills, "kills", cfg.Kills, "SIGKILLs, one at a time")
 	f.DurationVar(&cfg.Idle, "idle", cfg.Idle, "idle time for false positives and resource use")
+	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up after this long")
+	f.BoolVar(&asJSON, "json", false, "print the result as one JSON line")
+	return cmd
+}
+
+func newBenchRecoveryCmd() *cobra.Command {
+	cfg := bench.DefaultRecoveryConfig()
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "recovery",
+		Short: "Kill (or freeze) training workers and time until the survivors train again",
+		Long: `recovery runs N workers (a sidecar process and a ring all-reduce trainer
+process each, on their own loopback addresses) against an embedded etcd,
+then SIGKILLs (--fault kill) or SIGSTOPs (--fault stop) one worker at a time,
+rotating through the ranks, and measures from the fault until every survivor
+finished a step at the smaller world size. A new worker replaces each victim
+(join_to_train: its start to its first step in the full ring). Last, one
+worker drains; drain_lost_steps counts steps the survivors had to redo.`,
+		Example: `  ringside bench recovery --trainer go --workers 8 --kills 8 --json
+  ringside bench recovery --trainer go --workers 8 --kills 4 --fault stop --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			res, err := bench.Recovery(cmd.Context(), cfg, os.Stderr)
+			if err != nil {
+				return err
+			}
+			return printResult(asJSON, res, fmt.Sprintf(
+				"%d workers, %d x %s: resumed p50 %.3fs p95 %.3fs; join to train p50 %.3fs; drain lost %d steps",
+				res.Workers, res.Kills, res.Fault, res.KillToResumeP50S, res.KillToResumeP95S, res.JoinToTrainP50S, res.DrainLostSteps))
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Trainer, "trainer", cfg.Trainer, "trainer: go (the ring all-reduce trainer)")
+	f.StringVar(&cfg.TrainerBin, "trainer-bin", "", "ring trainer binary (default: ringtrainer next to ringside, or in PATH)")
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "workers")
+	f.IntVar(&cfg.Kills, "kills", cfg.Kills, "faults, one at a time")
+	f.StringVar(&cfg.Fault, "fault", cfg.Fault, "kill (SIGKILL) or stop (SIGSTOP, a silent peer)")
+	f.DurationVar(&cfg.StepTime, "step-time", cfg.StepTime, "the trainers' simulated compute per step")
+	f.DurationVar(&cfg.Settle, "settle", cfg.Settle, "the leader's settle window for joins")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up after this long")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON line")
 	return cmd

@@ -1,0 +1,154 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/ringside/ringside/localjob"
+)
+
+// RecoveryConfig sizes the recovery benchmark.
+type RecoveryConfig struct {
+	Trainer string // "go"
+	// TrainerBin is the ring trainer binary; empty looks for ringtrainer
+	// next to this executable, then in PATH.
+	TrainerBin string
+	Workers    int
+	Kills      int
+	// Fault is "kill" (SIGKILL) or "stop" (SIGSTOP: a silent peer).
+	Fault    string
+	StepTime time.Duration
+	Settle   time.Duration
+	Timeout  time.Duration
+}
+
+// DefaultRecoveryConfig is what `ringside bench recovery` runs.
+func DefaultRecoveryConfig() RecoveryConfig {
+	return RecoveryConfig{Trainer: "go", Workers: 8, Kills: 8, Fault: "kill",
+		StepTime: 50 * time.Millisecond, Settle: 500 * time.Millisecond, Timeout: 15 * time.Minute}
+}
+
+// RecoveryResult is one run of the recovery benchmark.
+type RecoveryResult struct {
+	Bench            string  `json:"bench"`
+	Trainer          string  `json:"trainer"`
+	Fault            string  `json:"fault"`
+	Workers          int     `json:"workers"`
+	Kills            int     `json:"kills"`
+	KillToResumeP50S float64 `json:"kill_to_resume_p50_s"`
+	KillToResumeP95S float64 `json:"kill_to_resume_p95_s"`
+	DrainLostSteps   int64   `json:"drain_lost_steps"`
+	JoinToTrainP50S  float64 `json:"join_to_train_p50_s"`
+	SettleS          float64 `json:"settle_s"`
+}
+
+// Recovery runs Workers workers (sidecar + Go ring trainer) on an embedded
+// etcd; Kills times it SIGKILLs (or SIGSTOPs) one worker, rotating the
+// victim through the ring's ranks (rank 0 and the leader's included), and
+// times from the fault until every survivor finished a step at the smaller
+// world size; a new worker replaces each victim, timed from its start to
+// its first step in the full ring. Last, one worker drains and the
+// survivors' step counters are checked for redone steps.
+func Recovery(ctx context.Context, cfg RecoveryConfig, progress io.Writer) (RecoveryResult, error) {
+	if cfg.Trainer != "go" {
+		return RecoveryResult{}, fmt.Errorf("trainer %q: only \"go\" is available", cfg.Trainer)
+	}
+	if cfg.Fault != "kill" && cfg.Fault != "stop" {
+		return RecoveryResult{}, fmt.Errorf("fault %q: want kill or stop", cfg.Fault)
+	}
+	if cfg.Workers < 3 || cfg.Kills < 1 {
+		return RecoveryResult{}, errors.New("need at least 3 workers and 1 kill")
+	}
+	bin, err := localjob.FindTrainer(cfg.TrainerBin)
+	if err != nil {
+		return RecoveryResult{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "ringside-bench-recovery-")
+	if err != nil {
+		return RecoveryResult{}, err
+	}
+	defer os.RemoveAll(dir)
+	job, err := localjob.Start(ctx, localjob.Config{
+		Trainer: []string{bin, "--step-time", cfg.StepTime.String()},
+		Job:     "recovery", Dir: dir,
+		SidecarArgs: []string{"--settle", cfg.Settle.String()},
+	})
+	if err != nil {
+		return RecoveryResult{}, err
+	}
+	defer job.Close()
+	w := localjob.NewTracker(job)
+
+	for range cfg.Workers {
+		if _, err := job.AddWorker(ctx); err != nil {
+			return RecoveryResult{}, err
+		}
+	}
+	fmt.Fprintf(progress, "%d workers started; waiting for all of them to train together\n", cfg.Workers)
+	if _, err := w.AllStepAt(ctx, cfg.Workers, time.Now()); err != nil {
+		return RecoveryResult{}, err
+	}
+
+	res := RecoveryResult{Bench: "recovery", Trainer: cfg.Trainer, Fault: cfg.Fault, Workers: cfg.Workers,
+		Kills: cfg.Kills, SettleS: cfg.Settle.Seconds()}
+	var resumes, joins []float64
+	for k := range cfg.Kills {
+		victim := w.ByRank(k % cfg.Workers)
+		if victim == nil {
+			return res, errors.New("no worker holds the victim's rank")
+		}
+		t0 := time.Now()
+		if cfg.Fault == "kill" {
+			job.Kill(victim)
+		} else {
+			job.Freeze(victim)
+		}
+		done, err := w.AllStepAt(ctx, cfg.Workers-1, t0)
+		if err != nil {
+			return res, fmt.Errorf("after the %s of %s: %w", cfg.Fault, victim.ID, err)
+		}
+		resumes = append(resumes, done.Sub(t0).Seconds())
+		if cfg.Fault == "stop" {
+			job.Kill(victim)
+		}
+		t1 := time.Now()
+		nw, err := job.AddWorker(ctx)
+		if err != nil {
+			return res, err
+		}
+		if _, err := w.AllStepAt(ctx, cfg.Workers, t1); err != nil {
+			return res, err
+		}
+		joins = append(joins, w.LastOf(nw.ID).Time().Sub(t1).Seconds())
+		fmt.Fprintf(progress, "%s %d/%d (rank %d, %s): survivors resumed after %.3fs; %s joined and trained after %.3fs\n",
+			cfg.Fault, k+1, cfg.Kills, k%cfg.Workers, victim.ID, resumes[k], nw.ID, joins[k])
+	}
+
+	// A drain loses nothing: survivors continue from the step after the
+	// last one they completed together.
+	drained := w.ByRank(1)
+	before := w.Last()
+	t2 := time.Now()
+	go job.Drain(ctx, drained) //nolint:errcheck // its exit is checked below through its trainer
+	if _, err := w.AllStepAt(ctx, cfg.Workers-1, t2); err != nil {
+		return res, fmt.Errorf("after draining %s: %w", drained.ID, err)
+	}
+	for id, first := range w.First() {
+		if id == drained.ID {
+			continue
+		}
+		if lost := before[id].Step + 1 - first.Step; lost > 0 {
+			res.DrainLostSteps += lost
+		}
+	}
+	fmt.Fprintf(progress, "drained %s: survivors lost %d steps\n", drained.ID, res.DrainLostSteps)
+	res.KillToResumeP50S, res.KillToResumeP95S = percentile(resumes, 0.5), percentile(resumes, 0.95)
+	res.JoinToTrainP50S = percentile(joins, 0.5)
+	return res, nil
+}

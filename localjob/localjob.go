@@ -1,0 +1,278 @@
+// Package localjob runs a whole ringside job on one machine: an embedded
+// etcd and workers that are each a real `ringside sidecar` process plus a
+// trainer process, every worker on its own loopback address (127.0.0.N) as
+// pods have their own IPs. The demo and the recovery benchmark drive it.
+package localjob
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ringside/ringside/etcdlocal"
+	"github.com/ringside/ringside/sidecar/client"
+)
+
+// Config describes the job.
+type Config struct {
+	// Ringside is the ringside binary the sidecars run; empty means this
+	// executable.
+	Ringside string
+	// Trainer is the trainer command; each gets RINGSIDE_SOCKET and
+	// LOCAL_RANK=0 in its environment.
+	Trainer []string
+	// Job names the job; Dir holds sockets and logs.
+	Job, Dir string
+	// SidecarArgs are extra `ringside sidecar` flags.
+	SidecarArgs []string
+}
+
+// Line is a line a trainer printed (the ring trainer's JSON lines).
+type Line struct {
+	Worker     string  `json:"-"`
+	Event      string  `json:"event,omitempty"` // "ring" when a ring formed
+	Step       int64   `json:"step"`
+	Generation int64   `json:"generation"`
+	Rank       int     `json:"rank"`
+	World      int     `json:"world"`
+	SumOK      bool    `json:"sum_ok"`
+	T          float64 `json:"t"`
+}
+
+// Time is when the trainer printed the line.
+func (l Line) Time() time.Time { return time.UnixMicro(int64(l.T * 1e6)) }
+
+// Job is a running local job.
+type Job struct {
+	cfg   Config
+	etcd  *etcdlocal.Server
+	lines chan Line
+
+	mu      sync.Mutex
+	next    int
+	workers map[string]*Worker // live
+	all     []*Worker          // every worker started, for Close
+	closing chan struct{}
+	wg      sync.WaitGroup
+}
+
+// Worker is one sidecar and its trainer.
+type Worker struct {
+	ID, Addr, Socket string
+	API              *client.Client
+	sidecar, trainer *proc
+}
+
+// proc is a child process and its end.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	code int
+}
+
+// Start runs the embedded etcd. Workers come with AddWorker.
+func Start(ctx context.Context, cfg Config) (*Job, error) {
+	if cfg.Ringside == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Ringside = self
+	}
+	if len(cfg.Trainer) == 0 {
+		return nil, fmt.Errorf("no trainer command")
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	srv, err := etcdlocal.Start(ctx, etcdlocal.EphemeralConfig(filepath.Join(cfg.Dir, "etcd")))
+	if err != nil {
+		return nil, err
+	}
+	return &Job{cfg: cfg, etcd: srv, lines: make(chan Line, 1<<16), workers: map[string]*Worker{},
+		closing: make(chan struct{})}, nil
+}
+
+// Endpoints are the etcd client URLs.
+func (j *Job) Endpoints() []string { return j.etcd.Endpoints() }
+
+// Lines delivers every trainer's output lines. Read it steadily: trainers
+// print a line per step.
+func (j *Job) Lines() <-chan Line { return j.lines }
+
+// Workers returns the live workers by id.
+func (j *Job) Workers() map[string]*Worker {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := make(map[string]*Worker, len(j.workers))
+	for k, v := range j.workers {
+		out[k] = v
+	}
+	return out
+}
+
+// AddWorker starts a sidecar, waits until it serves its API, then starts
+// its trainer.
+func (j *Job) AddWorker(ctx context.Context) (*Worker, error) {
+	j.mu.Lock()
+	n := j.next
+	j.next++
+	j.mu.Unlock()
+	w := &Worker{
+		ID:     fmt.Sprintf("w%d", n),
+		Addr:   fmt.Sprintf("127.0.%d.%d", (n+2)/250, (n+2)%250+2),
+		Socket: filepath.Join(j.cfg.Dir, fmt.Sprintf("w%d.sock", n)),
+	}
+	w.API = client.New(w.Socket)
+	args := append([]string{"sidecar", "--job", j.cfg.Job, "--etcd-endpoints", j.etcd.Endpoints()[0],
+		"--member-id", w.ID, "--advertise", w.Addr, "--socket", w.Socket, "--gossip-port", "0",
+		"--node-watch=false", "--sysfs-root", j.cfg.Dir, "--log-format", "json"}, j.cfg.SidecarArgs...)
+	var err error
+	if w.sidecar, err = j.spawn(w.ID+".sidecar", exec.Command(j.cfg.Ringside, args...), ""); err != nil {
+		return nil, err
+	}
+	if err := waitAPI(ctx, w); err != nil {
+		w.sidecar.cmd.Process.Kill()
+		return nil, err
+	}
+	tr := exec.Command(j.cfg.Trainer[0], j.cfg.Trainer[1:]...)
+	tr.Env = append(os.Environ(), "RINGSIDE_SOCKET="+w.Socket, "LOCAL_RANK=0")
+	if w.trainer, err = j.spawn(w.ID+".trainer", tr, w.ID); err != nil {
+		w.sidecar.cmd.Process.Kill()
+		return nil, err
+	}
+	j.mu.Lock()
+	j.workers[w.ID] = w
+	j.all = append(j.all, w)
+	j.mu.Unlock()
+	return w, nil
+}
+
+// waitAPI waits for the sidecar's socket to answer.
+func waitAPI(ctx context.Context, w *Worker) error {
+	for {
+		select {
+		case <-w.sidecar.done:
+			return fmt.Errorf("sidecar %s exited at start (code %d)", w.ID, w.sidecar.code)
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		if _, err := os.Stat(w.Socket); err == nil {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond) // the socket appears once the sidecar has joined
+	}
+}
+
+// spawn starts cmd with its stderr (and stdout, unless lines is set) in a
+// log file; with lines set, stdout is parsed into Lines from that worker.
+func (j *Job) spawn(name string, cmd *exec.Cmd, lines string) (*proc, error) {
+	logf, err := os.Create(filepath.Join(j.cfg.Dir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = logf
+	var stdout *os.File
+	if lines == "" {
+		cmd.Stdout = logf
+	} else {
+		r, w, err := os.Pipe()
+		if err != nil {
+			logf.Close()
+			return nil, err
+		}
+		cmd.Stdout, stdout = w, r
+		defer w.Close()
+	}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	if stdout != nil {
+		j.wg.Add(1)
+		go func() {
+			defer j.wg.Done()
+			defer stdout.Close()
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				var l Line
+				if json.Unmarshal(sc.Bytes(), &l) == nil {
+					l.Worker = lines
+					select {
+					case j.lines <- l:
+					case <-j.closing:
+						return
+					}
+				}
+			}
+		}()
+	}
+	go func() {
+		cmd.Wait()
+		p.code = cmd.ProcessState.ExitCode()
+		logf.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Kill SIGKILLs the worker's sidecar and trainer, as a lost pod.
+func (j *Job) Kill(w *Worker) {
+	j.forget(w)
+	w.sidecar.cmd.Process.Kill()
+	w.trainer.cmd.Process.Kill()
+	<-w.sidecar.done
+	<-w.trainer.done
+}
+
+// Freeze SIGSTOPs the worker's processes: a silent peer, like a lost node.
+// Kill it afterwards.
+func (j *Job) Freeze(w *Worker) {
+	j.forget(w)
+	w.sidecar.cmd.Process.Signal(syscall.SIGSTOP)
+	w.trainer.cmd.Process.Signal(syscall.SIGSTOP)
+}
+
+// Drain SIGTERMs the worker's sidecar, as Kubernetes does on preemption,
+// and returns the trainer's and the sidecar's exit codes once both ended.
+func (j *Job) Drain(ctx context.Context, w *Worker) (trainer, sidecar int, err error) {
+	j.forget(w)
+	w.sidecar.cmd.Process.Signal(syscall.SIGTERM)
+	for _, p := range []*proc{w.sidecar, w.trainer} {
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			return -1, -1, fmt.Errorf("drain of %s: %w", w.ID, ctx.Err())
+		}
+	}
+	return w.trainer.code, w.sidecar.code, nil
+}
+
+func (j *Job) forget(w *Worker) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	delete(j.workers, w.ID)
+}
+
+// Close kills every worker (frozen ones too), stops etcd and waits for the
+// output readers.
+func (j *Job) Close() {
+	close(j.closing)
+	j.mu.Lock()
+	all := j.all
+	j.mu.Unlock()
+	for _, w := range all {
+		j.Kill(w)
+	}
+	j.etcd.Close()
+	j.wg.Wait()
+}
