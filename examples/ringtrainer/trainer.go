@@ -47,8 +47,13 @@ func newTrainer(cfg Config, api *client.Client, out *output, log *slog.Logger) *
 	return &trainer{cfg: cfg, api: api, out: out, log: log, vec: make([]int64, cfg.Vector)}
 }
 
-// errStepsDone ends a run that reached --steps.
-var errStepsDone = errors.New("ringtrainer: reached --steps")
+var (
+	// errStepsDone ends a run that reached --steps.
+	errStepsDone = errors.New("ringtrainer: reached --steps")
+	// errSidecarLost is a sidecar that stopped answering for longer than
+	// cfg.ConnectTimeout.
+	errSidecarLost = errors.New("lost the sidecar")
+)
 
 // run trains until a drain leaves this member out, --steps is reached, or
 // a fatal error; it returns nil for the first two.
@@ -56,11 +61,15 @@ func (t *trainer) run(ctx context.Context) error {
 	if err := t.awaitSidecar(ctx); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancelCause(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	defer cancel()
-	wg.Go(func() { t.watchEvents(ctx) })
+	defer cancel(nil)
+	wg.Go(func() {
+		if err := t.watchEvents(ctx); err != nil {
+			cancel(err)
+		}
+	})
 	defer t.closeListener()
 
 	var after int64
@@ -72,7 +81,7 @@ func (t *trainer) run(ctx context.Context) error {
 			r, err = t.awaitGeneration(ctx, after-1, 0)
 		}
 		if err != nil {
-			if t.draining.Load() && ctx.Err() == nil {
+			if t.draining.Load() && (ctx.Err() == nil || errors.Is(err, errSidecarLost)) {
 				t.log.Info("drained: the sidecar has gone", "err", err)
 				return nil
 			}
@@ -163,11 +172,15 @@ func (t *trainer) awaitGeneration(ctx context.Context, after int64, limit time.D
 			failingSince = time.Now()
 		}
 		if time.Since(failingSince) > t.cfg.ConnectTimeout {
-			return nil, &exitError{exitNoSidecar, fmt.Errorf("lost the sidecar at %s for %s: %w", t.cfg.Socket, t.cfg.ConnectTimeout, err)}
+			return nil, t.sidecarLost(err)
 		}
 		t.log.Warn("rendezvous with the sidecar failed; retrying", "err", err)
 		sleep(ctx, retryEvery)
 	}
+}
+
+func (t *trainer) sidecarLost(err error) error {
+	return &exitError{exitNoSidecar, fmt.Errorf("%w: it did not answer at %s for %s (%v); a trainer without its sidecar is out of the job", errSidecarLost, t.cfg.Socket, t.cfg.ConnectTimeout, err)}
 }
 
 // report tells the sidecar which neighbour broke the ring, so it checks

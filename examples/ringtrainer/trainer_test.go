@@ -128,6 +128,32 @@ func TestSingleTrainerStopsAtSteps(t *testing.T) {
 	}
 }
 
+func TestTrainerWithoutItsSidecarExitsThree(t *testing.T) {
+	c := newCluster(t)
+	w := c.start(0, "--connect-timeout", "1s")
+	var pos int
+	w.awaitSteps(t, &pos, 3, 1)
+	w.sidecar.cmd.Process.Kill()
+	if code := w.trainer.awaitExit(t); code != exitNoSidecar {
+		t.Fatalf("exit code %d, want %d", code, exitNoSidecar)
+	}
+	if !strings.Contains(w.trainer.stderr.String(), "lost the sidecar") {
+		t.Errorf("stderr does not say the sidecar was lost:\n%s", w.trainer.stderr.String())
+	}
+	w.checkOutput(t)
+}
+
+func TestLocalRankBeyondTheSlotsExitsTwo(t *testing.T) {
+	c := newCluster(t)
+	w := c.start(0, "--local-rank", "1")
+	if code := w.trainer.awaitExit(t); code != exitUsage {
+		t.Fatalf("exit code %d, want %d", code, exitUsage)
+	}
+	if !strings.Contains(w.trainer.stderr.String(), "--slots") {
+		t.Errorf("stderr does not point at the sidecar's --slots:\n%s", w.trainer.stderr.String())
+	}
+}
+
 func TestExitCodes(t *testing.T) {
 	tests := []struct {
 		name     string
