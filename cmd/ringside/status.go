@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/jobstatus"
+)
+
+// statusOptions are the flags of `ringside status`.
+type statusOptions struct {
+	job, namespace    string
+	endpoints         []string
+	cert, key, ca     string
+	interval, timeout time.Duration
+	once, asJSON      bool
+}
+
+func newStatusCmd() *cobra.Command {
+	o := statusOptions{
+		job:       envOr("RINGSIDE_JOB", ""),
+		namespace: envOr("RINGSIDE_NAMESPACE", "default"),
+		endpoints: strings.Split(envOr("RINGSIDE_ETCD_ENDPOINTS", "http://127.0.0.1:2379"), ","),
+		cert:      envOr("RINGSIDE_ETCD_CERT", ""),
+		key:       envOr("RINGSIDE_ETCD_KEY", ""),
+		ca:        envOr("RINGSIDE_ETCD_CA", ""),
+		interval:  time.Second,
+		timeout:   5 * time.Second,
+	}
+	cmd := &cobra.Command{
+		Use:   "status --job JOB",
+		Short: "Show a job's generation and members in ring order, live or once",
+		Long: `status reads a job's keys from etcd and shows its committed generation (number,
+world size, paused, leader, master address, total samples/s) and one row per
+member in ring order: rank, id, address, slots, state, and what its sidecar
+last reported (step, samples/s, median step time, heartbeat age).
+
+States: active; draining (leaving, e.g. preempted); gone (in the generation
+but no longer registered: it crashed or left, the next generation drops it);
+waiting (registered, in no generation yet); unknown (its record is
+malformed). Malformed values are listed as warnings.
+
+Without --once the view refreshes every --interval, and at once when a new
+generation is committed, until interrupted. On a terminal it redraws in
+place; into a pipe or a log it prints a snapshot only when the generation,
+the members or their states change. --json prints each snapshot as one JSON
+line instead (every refresh), for scripts.
+
+The connection flags can also be set through the environment, as for the
+sidecar: RINGSIDE_JOB, RINGSIDE_NAMESPACE, RINGSIDE_ETCD_ENDPOINTS,
+RINGSIDE_ETCD_CERT, RINGSIDE_ETCD_KEY and RINGSIDE_ETCD_CA.`,
+		Example: `  # live view of a job, against a local 'ringside etcd'
+  ringside status --job llama
+
+  # one snapshot for a script
+  ringside status --job llama --etcd-endpoints http://etcd-0:2379,http://etcd-1:2379 --once --json | jq '.members[].state'
+
+  # from inside a worker pod, where the sidecar's environment names the job
+  kubectl exec llama-worker-0 -c ringside -- ringside status --once
+
+  # etcd with client certificates
+  ringside status --job llama --etcd-endpoints https://etcd:2379 \
+    --etcd-ca ca.crt --etcd-cert client.crt --etcd-key client.key`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runStatus(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.job, "job", o.job, "job name (env RINGSIDE_JOB)")
+	f.StringVar(&o.namespace, "namespace", o.namespace, "job namespace (env RINGSIDE_NAMESPACE)")
+	f.StringSliceVar(&o.endpoints, "etcd-endpoints", o.endpoints, "etcd client URLs, comma-separated (env RINGSIDE_ETCD_ENDPOINTS)")
+	f.StringVar(&o.cert, "etcd-cert", o.cert, "client certificate for etcd (env RINGSIDE_ETCD_CERT)")
+	f.StringVar(&o.key, "etcd-key", o.key, "client key for etcd (env RINGSIDE_ETCD_KEY)")
+	f.StringVar(&o.ca, "etcd-ca", o.ca, "CA that signed etcd's certificate (env RINGSIDE_ETCD_CA)")
+	f.DurationVar(&o.interval, "interval", o.interval, "time between refreshes of the live view")
+	f.DurationVar(&o.timeout, "timeout", o.timeout, "how long each read waits for etcd before giving up")
+	f.BoolVar(&o.once, "once", false, "print one snapshot and exit")
+	f.BoolVar(&o.asJSON, "json", false, "print snapshots as JSON lines")
+	return cmd
+}
+
+func (o statusOptions) validate() error {
+	if o.job == "" {
+		return errors.New("--job is required: the job name its sidecars were started with (env RINGSIDE_JOB)")
+	}
+	if err := coordinator.DefaultConfig(o.namespace, o.job).Validate(); err != nil {
+		return fmt.Errorf("--job/--namespace: %w", err)
+	}
+	if len(o.endpoints) == 0 || o.endpoints[0] == "" {
+		return errors.New("--etcd-endpoints is empty: give etcd's client URLs, e.g. http://etcd:2379")
+	}
+	if (o.cert == "") != (o.key == "") {
+		return errors.New("--etcd-cert and --etcd-key must be given together")
+	}
+	if o.interval <= 0 || o.timeout <= 0 {
+		return fmt.Errorf("--interval (%s) and --timeout (%s) must be positive", o.interval, o.timeout)
+	}
+	return nil
+}
+
+// runStatus prints the job's status until ctx ends, or once. A failed
+// first read is an error; later ones are shown and retried, so a live view
+// rides out an etcd restart.
+func runStatus(ctx context.Context, out io.Writer, o statusOptions) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	client, err := o.etcdClient()
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	s, err := o.read(ctx, client)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	p := newStatusPrinter(out, o.asJSON)
+	if o.once {
+		return p.once(s)
+	}
+	return o.follow(ctx, client, p, s)
+}
+
+func (o statusOptions) etcdClient() (*clientv3.Client, error) {
+	cfg := clientv3.Config{
+		Endpoints:   o.endpoints,
+		DialTimeout: o.timeout,
+		Logger:      zap.NewNop(),
+	}
+	if o.cert != "" || o.ca != "" {
+		tlsInfo := transport.TLSInfo{CertFile: o.cert, KeyFile: o.key, TrustedCAFile: o.ca}
+		tlsCfg, err := tlsInfo.ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("etcd TLS: %w", err)
+		}
+		cfg.TLS = tlsCfg
+	}
+	c, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcd client for %s: %w", strings.Join(o.endpoints, ","), err)
+	}
+	return c, nil
+}
+
+// read takes one snapshot, bounded by --timeout.
+func (o statusOptions) read(ctx context.Context, client *clientv3.Client) (jobstatus.Snapshot, error) {
+	rctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	s, err := jobstatus.Read(rctx, client, o.namespace, o.job)
+	switch {
+	case err == nil:
+		return s, nil
+	case ctx.Err() == nil && rctx.Err() != nil:
+		return s, fmt.Errorf("etcd at %s did not answer within %s: %w (check --etcd-endpoints and that etcd is running)",
+			strings.Join(o.endpoints, ","), o.timeout, err)
+	}
+	return s, fmt.Errorf("etcd at %s: %w", strings.Join(o.endpoints, ","), err)
+}
+
+// follow refreshes every interval and whenever the generation key changes,
+// until ctx ends.
+func (o statusOptions) follow(ctx context.Context, client *clientv3.Client, p *statusPrinter, s jobstatus.Snapshot) error {
+	if err := p.show(s, nil); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	prefix := coordinator.DefaultConfig(o.namespace, o.job).Prefix()
+	gens := client.Watch(wctx, prefix+"generation", clientv3.WithRev(s.Revision+1))
+	tick := time.NewTicker(o.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		case _, open := <-gens:
+			if !open {
+				gens = nil // the watch gave up (compaction); the ticker still refreshes
+			}
+		}
+		s, err := o.read(ctx, client)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err := p.show(s, err); err != nil {
+			return err
+		}
+	}
+}
+
+// statusPrinter writes snapshots in one of three ways: JSON lines, a view
+// redrawn in place on a terminal, or the changed snapshots as plain text.
+type statusPrinter struct {
+	out    io.Writer
+	asJSON bool
+	live   bool
+	prev   *jobstatus.Snapshot
+}
+
+func newStatusPrinter(out io.Writer, asJSON bool) *statusPrinter {
+	f, isFile := out.(*os.File)
+	return &statusPrinter{out: out, asJSON: asJSON, live: isFile && jobstatus.IsTerminal(f)}
+}
+
+func (p *statusPrinter) once(s jobstatus.Snapshot) error {
+	if p.asJSON {
+		return json.NewEncoder(p.out).Encode(s)
+	}
+	return jobstatus.Render(p.out, s, jobstatus.RenderOptions{})
+}
+
+// show prints s, or reports a failed read (err) while keeping the last
+// snapshot on screen.
+func (p *statusPrinter) show(s jobstatus.Snapshot, err error) error {
+	if err != nil {
+		slog.Warn("status read failed; retrying", "err", err)
+		if p.live && p.prev != nil && !p.asJSON {
+			note := fmt.Sprintf("read failed at %s, showing the last snapshot: %v", time.Now().Format("15:04:05"), err)
+			return jobstatus.RenderLive(p.out, *p.prev, jobstatus.RenderOptions{Notes: []string{note}})
+		}
+		return nil
+	}
+	changed := p.prev == nil || jobstatus.Changed(*p.prev, s)
+	p.prev = &s
+	switch {
+	case p.asJSON:
+		return json.NewEncoder(p.out).Encode(s)
+	case p.live:
+		return jobstatus.RenderLive(p.out, s, jobstatus.RenderOptions{})
+	case changed:
+		if err := jobstatus.Render(p.out, s, jobstatus.RenderOptions{}); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintln(p.out)
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,96 @@
+package jobstatus
+
+import (
+	"reflect"
+	"slices"
+	"time"
+)
+
+// State is how a member of a snapshot takes part in the job.
+type State string
+
+const (
+	// StateActive members are registered and eligible.
+	StateActive State = "active"
+	// StateDraining members are registered but leaving (preemption); the
+	// leader commits a generation without them at once.
+	StateDraining State = "draining"
+	// StateGone members are in the committed generation but no longer
+	// registered: they crashed or left, and the next generation drops them.
+	StateGone State = "gone"
+	// StateWaiting members are registered but in no generation yet: the
+	// job has none, or the leader is still batching their joins.
+	StateWaiting State = "waiting"
+	// StateUnknown members are in the generation, but their members/<id>
+	// value is malformed (see Snapshot.Warnings).
+	StateUnknown State = "unknown"
+)
+
+// Snapshot is a job's state at one etcd revision.
+type Snapshot struct {
+	Job       string `json:"job"`
+	Namespace string `json:"namespace"`
+	// Time is when the snapshot was read, on the reader's clock.
+	Time time.Time `json:"time"`
+	// Revision is the etcd revision the snapshot was read at.
+	Revision int64 `json:"revision"`
+	// Generation is the committed generation's number, 0 before the first.
+	Generation int64  `json:"generation"`
+	Paused     bool   `json:"paused"`
+	Reason     string `json:"reason,omitempty"`
+	// Leader is the member that leads the job now (the first in the
+	// election), "" if none does.
+	Leader string `json:"leader,omitempty"`
+	// CommittedBy is the leader that committed the generation.
+	CommittedBy string `json:"committed_by,omitempty"`
+	WorldSize   int    `json:"world_size"`
+	// Master is host:port of rank 0's process-group store.
+	Master string `json:"master,omitempty"`
+	// Members holds the generation's members in ring order, then the
+	// registered members in no generation (StateWaiting) in join order.
+	Members []Member `json:"members"`
+	// Standby lists the members the policy leaves out of the generation.
+	Standby  []string `json:"standby,omitempty"`
+	Totals   Totals   `json:"totals"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Member is one row of a snapshot. The heartbeat fields are zero when the
+// member's sidecar has stored no status.
+type Member struct {
+	ID   string `json:"id"`
+	Addr string `json:"addr"`
+	// Rank is the member's first rank, -1 for a waiting member.
+	Rank  int   `json:"rank"`
+	Slots int   `json:"slots"`
+	State State `json:"state"`
+
+	Step          int64   `json:"step"`
+	SamplesPerSec float64 `json:"samples_per_s"`
+	StepTimeP50S  float64 `json:"step_time_p50_s"`
+	// LastHeartbeatAgeS is how long before Snapshot.Time the member's
+	// status was stored, in seconds; nil when it has stored none.
+	LastHeartbeatAgeS *float64 `json:"last_heartbeat_age_s,omitempty"`
+}
+
+// Totals sums the generation's members.
+type Totals struct {
+	SamplesPerSec float64 `json:"samples_per_s"`
+}
+
+// Changed reports whether cur differs from prev in anything but progress:
+// time, revision, steps, throughput and heartbeat ages. A caller that cannot
+// redraw in place (a log, a pipe) prints only the snapshots that changed.
+func Changed(prev, cur Snapshot) bool {
+	return !reflect.DeepEqual(withoutProgress(prev), withoutProgress(cur))
+}
+
+func withoutProgress(s Snapshot) Snapshot {
+	s.Time, s.Revision, s.Totals = time.Time{}, 0, Totals{}
+	s.Members = slices.Clone(s.Members)
+	for i := range s.Members {
+		m := &s.Members[i]
+		m.Step, m.SamplesPerSec, m.StepTimeP50S, m.LastHeartbeatAgeS = 0, 0, 0, nil
+	}
+	return s
+}
