@@ -3,24 +3,39 @@ package demo
 import (
 	"bytes"
 	"context"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
 
+// TestDemoRunsToTheEnd runs the demo the way `make demo` does, with the
+// real ringside and ringtrainer binaries built for the test.
 func TestDemoRunsToTheEnd(t *testing.T) {
+	dir := t.TempDir()
+	for _, b := range [][2]string{{"ringside", "../cmd/ringside"}, {"ringtrainer", "../examples/ringtrainer"}} {
+		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, b[0]), b[1]).CombinedOutput()
+		if err != nil {
+			t.Fatalf("build %s: %v\n%s", b[0], err, out)
+		}
+	}
 	var out bytes.Buffer
-	cfg := DefaultConfig()
-	cfg.TTL = 2 * time.Second
-	cfg.Settle = 100 * time.Millisecond
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := Run(ctx, &out, cfg); err != nil {
+	cmd := exec.CommandContext(context.Background(), filepath.Join(dir, "ringside"), "demo", "--step-time", "50ms", "--settle", "200ms")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 5 * time.Second
+	timer := time.AfterFunc(3*time.Minute, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	if err := cmd.Run(); err != nil {
 		t.Fatalf("demo failed: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"generation 1:", "leave w", "drain w0", "summary: 4 generations, final world size 4"} {
+	for _, want := range []string{"4 workers train together", "kill -9 w", "survivors train at world size 3",
+		"world size 5 after", "exited 0; 0 steps lost", "summary"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out.String())
 		}
+	}
+	if strings.Contains(out.String(), "\x1b[2J") {
+		t.Error("the demo redrew the screen although its output is not a terminal")
 	}
 }

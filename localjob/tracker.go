@@ -16,14 +16,24 @@ import (
 type Tracker struct {
 	job  *Job
 	last map[string]Line
+	rate map[string]float64 // steps per second, smoothed
+	// tick, if set, is called every tickEvery while AllStepAt waits.
+	tick      func()
+	tickEvery time.Duration
 	// firstAt is, per worker, the first step line of the last AllStepAt.
 	firstAt map[string]Line
 }
 
 // NewTracker follows job's lines.
 func NewTracker(job *Job) *Tracker {
-	return &Tracker{job: job, last: map[string]Line{}, firstAt: map[string]Line{}}
+	return &Tracker{job: job, last: map[string]Line{}, rate: map[string]float64{}, firstAt: map[string]Line{}}
 }
+
+// Every makes AllStepAt call f every d while it waits (a live view).
+func (w *Tracker) Every(d time.Duration, f func()) { w.tick, w.tickEvery = f, d }
+
+// Rate returns worker id's recent steps per second.
+func (w *Tracker) Rate(id string) float64 { return w.rate[id] }
 
 // LastOf returns worker id's newest step line.
 func (w *Tracker) LastOf(id string) Line { return w.last[id] }
@@ -35,6 +45,12 @@ func (w *Tracker) First() map[string]Line { return w.firstAt }
 // world after since, and returns when the last of them did.
 func (w *Tracker) AllStepAt(ctx context.Context, world int, since time.Time) (time.Time, error) {
 	w.firstAt = map[string]Line{}
+	var tick <-chan time.Time
+	if w.tick != nil {
+		t := time.NewTicker(w.tickEvery)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		live := w.job.Workers()
 		n := 0
@@ -58,10 +74,15 @@ func (w *Tracker) AllStepAt(ctx context.Context, world int, since time.Time) (ti
 			if !l.SumOK {
 				return time.Time{}, fmt.Errorf("%s computed a wrong sum at step %d", l.Worker, l.Step)
 			}
+			if prev, ok := w.last[l.Worker]; ok && l.T > prev.T {
+				w.rate[l.Worker] = 0.8*w.rate[l.Worker] + 0.2/(l.T-prev.T)
+			}
 			w.last[l.Worker] = l
 			if _, seen := w.firstAt[l.Worker]; !seen && l.World == world && l.Time().After(since) {
 				w.firstAt[l.Worker] = l
 			}
+		case <-tick:
+			w.tick()
 		case <-ctx.Done():
 			return time.Time{}, fmt.Errorf("%d of %d workers stepped at world size %d: %w", n, len(live), world, ctx.Err())
 		}
