@@ -38,6 +38,7 @@ type deadPeer struct {
 // Agent is a running sidecar.
 type Agent struct {
 	cfg     Config
+	base    *slog.Logger // without the agent's attributes, for packages that add their own
 	log     *slog.Logger
 	metrics *metrics
 	events  *broadcaster
@@ -75,6 +76,7 @@ func New(cfg Config, logger *slog.Logger) (*Agent, error) {
 	}
 	a := &Agent{
 		cfg:       cfg,
+		base:      logger,
 		log:       logger.With("job", cfg.Job.Job, "namespace", cfg.Job.Namespace, "member", cfg.MemberID),
 		events:    newBroadcaster(),
 		deadCh:    make(chan deadPeer, 64),
@@ -128,7 +130,9 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 
 func (a *Agent) start(ctx context.Context) error {
 	cfg := a.cfg
-	settings, err := netopt.Tune(ctx, netopt.Config{SysfsRoot: cfg.SysfsRoot, DevRoot: "/dev"})
+	ncfg := netopt.DefaultConfig()
+	ncfg.SysfsRoot = cfg.SysfsRoot
+	settings, err := netopt.Tune(ctx, ncfg)
 	if err != nil {
 		a.log.Warn("netopt could not read the node's topology; NCCL settings left to NCCL", "err", err)
 	} else {
@@ -149,7 +153,7 @@ func (a *Agent) start(ctx context.Context) error {
 	if jcfg.Orderer == nil {
 		jcfg.Orderer = netopt.NewOrderer()
 	}
-	jcfg.Logger = a.log
+	jcfg.Logger = a.base
 	jcfg.OnError = func(op string, _ error) { a.metrics.etcdErrors.WithLabelValues(op).Inc() }
 	if a.job, err = coordinator.NewJob(a.client, jcfg); err != nil {
 		return err
