@@ -168,7 +168,7 @@ func (o statusOptions) read(ctx context.Context, client *clientv3.Client) (jobst
 	case err == nil:
 		return s, nil
 	case ctx.Err() == nil && rctx.Err() != nil:
-		return s, fmt.Errorf("etcd at %s did not answer within %s: %w (check --etcd-endpoints and that etcd is running)",
+		return s, fmt.Errorf("etcd at %s did not answer within %s; check --etcd-endpoints (env RINGSIDE_ETCD_ENDPOINTS) and that etcd is running: %w",
 			strings.Join(o.endpoints, ","), o.timeout, err)
 	}
 	return s, fmt.Errorf("etcd at %s: %w", strings.Join(o.endpoints, ","), err)
