@@ -26,7 +26,7 @@ func BenchmarkDetect(b *testing.B) {
 			falsePositives := 0
 			b.StopTimer()
 			for range b.N {
-				d, fp := detectOnce(b, n, 2*time.Second)
+				d, fp := detectOnce(b, n, 2*time.Second, nil)
 				detections = append(detections, d)
 				falsePositives += fp
 			}
@@ -38,13 +38,17 @@ func BenchmarkDetect(b *testing.B) {
 	}
 }
 
-// detectOnce forms a job of n members, idles, kills one and returns how long
-// until all survivors reported it, and how many other deaths were reported.
-func detectOnce(b *testing.B, n int, idle time.Duration) (time.Duration, int) {
-	clock := &deathClock{survivors: n - 1, all: make(chan struct{})}
+// detectOnce forms a job of n members, configured by configure if not nil,
+// idles, kills one and returns how long until all survivors reported it, and
+// how many other deaths were reported.
+func detectOnce(b *testing.B, n int, idle time.Duration, configure func(*Config)) (time.Duration, int) {
+	clock := &deathClock{survivors: n - 1, all: make(chan struct{}), joins: map[string]int{}, formed: make(chan struct{})}
 	members := make([]*Gossip, n)
 	for i := range members {
-		cfg := testConfig(fmt.Sprintf("m%02d", i))
+		cfg := loopbackConfig(fmt.Sprintf("m%02d", i))
+		if configure != nil {
+			configure(&cfg)
+		}
 		g, err := Start(b.Context(), cfg, &clockEvents{member: cfg.Name, clock: clock})
 		if err != nil {
 			b.Fatal(err)
@@ -61,12 +65,12 @@ func detectOnce(b *testing.B, n int, idle time.Duration) (time.Duration, int) {
 			_ = g.Close()
 		}
 	}()
-	for _, g := range members {
-		for g.Members() < n { // formation has no single event to await
-			time.Sleep(10 * time.Millisecond)
-		}
+	select {
+	case <-clock.formed:
+	case <-time.After(30 * time.Second):
+		b.Fatalf("the %d members did not all see each other join", n)
 	}
-	time.Sleep(idle)
+	time.Sleep(idle) // the window for false positives
 
 	victim := members[n/2]
 	clock.kill(victim.cfg.Name)
@@ -75,21 +79,38 @@ func detectOnce(b *testing.B, n int, idle time.Duration) (time.Duration, int) {
 	select {
 	case <-clock.all:
 	case <-time.After(30 * time.Second):
-		b.Fatalf("only %d of %d survivors reported the death", len(clock.seen), n-1)
+		b.Fatalf("not all %d survivors reported the death", n-1)
 	}
 	b.StopTimer()
+	clock.mu.Lock()
+	defer clock.mu.Unlock()
 	return clock.last.Sub(clock.killed), clock.falsePositives
 }
 
 type deathClock struct {
 	survivors int
-	all       chan struct{}
+	all       chan struct{} // closed when every survivor reported the victim
+	formed    chan struct{} // closed when every member saw all others join
 
 	mu             sync.Mutex
+	joins          map[string]int // joins seen by each member
+	complete       int            // members that saw all others join
 	victim         string
 	killed, last   time.Time
 	seen           map[string]bool
 	falsePositives int
+}
+
+func (c *deathClock) joined(member string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.joins[member]++
+	if c.joins[member] == c.survivors {
+		c.complete++
+		if c.complete == c.survivors+1 {
+			close(c.formed)
+		}
+	}
 }
 
 func (c *deathClock) kill(victim string) {
@@ -121,4 +142,4 @@ type clockEvents struct {
 }
 
 func (e *clockEvents) MemberDead(name string, _ net.IP) { e.clock.dead(e.member, name, time.Now()) }
-
+func (e *clockEvents) MemberJoined(string, net.IP)      { e.clock.joined(e.member) }

@@ -46,12 +46,22 @@ type member struct {
 	rec  *recorder
 }
 
-// testConfig is DefaultConfig on loopback with a free port.
-func testConfig(name string) Config {
+// loopbackConfig is DefaultConfig on loopback with a free port.
+func loopbackConfig(name string) Config {
 	cfg := DefaultConfig(name)
 	cfg.BindAddr = "127.0.0.1"
 	cfg.BindPort = 0
 	cfg.Logger = slog.New(slog.DiscardHandler)
+	return cfg
+}
+
+// testConfig is loopbackConfig with a suspicion of 2 s instead of 0.4 s.
+// Tests run many members in one process under the race detector on shared
+// machines, where a live member can be starved of CPU for longer than the
+// default tolerates; they check what is reported, not how fast.
+func testConfig(name string) Config {
+	cfg := loopbackConfig(name)
+	cfg.SuspicionMult = 10
 	return cfg
 }
 

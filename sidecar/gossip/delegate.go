@@ -29,7 +29,7 @@ type delegate struct {
 	now         func() time.Time
 
 	mu       sync.Mutex
-	alive    map[string]bool      // members not dead or gone, self included
+	alive    map[string]peer      // members not dead or gone, self included
 	leaving  map[string]time.Time // members that announced a graceful leave, and when we heard
 	suspects map[string]bool      // members our own probes found unresponsive, not since cleared
 }
@@ -47,7 +47,7 @@ func newDelegate(self string, retransmitMult int, events *dispatcher, suspectHoo
 		events:      events,
 		suspectHook: suspectHook,
 		now:         time.Now,
-		alive:       map[string]bool{},
+		alive:       map[string]peer{},
 		leaving:     map[string]time.Time{},
 		suspects:    map[string]bool{},
 	}
@@ -61,10 +61,17 @@ func (d *delegate) numAlive() int {
 	return len(d.alive)
 }
 
+// peer is where a live member is reached: a copy, since memberlist updates
+// its Node structs under a lock this package cannot take.
+type peer struct {
+	addr net.IP
+	port uint16
+}
+
 // NotifyJoin is memberlist's: a member joined or came back.
 func (d *delegate) NotifyJoin(n *memberlist.Node) {
 	d.mu.Lock()
-	d.alive[n.Name] = true
+	d.alive[n.Name] = peer{addr: cloneIP(n.Addr), port: n.Port}
 	delete(d.leaving, n.Name)
 	delete(d.suspects, n.Name)
 	d.mu.Unlock()
@@ -94,8 +101,28 @@ func (d *delegate) NotifyLeave(n *memberlist.Node) {
 	d.events.push(event{kind: kind, name: n.Name, addr: cloneIP(n.Addr)})
 }
 
-// NotifyUpdate is memberlist's: a member's metadata changed. Unused.
-func (d *delegate) NotifyUpdate(*memberlist.Node) {}
+// NotifyUpdate is memberlist's: a member's metadata or address changed.
+func (d *delegate) NotifyUpdate(n *memberlist.Node) {
+	d.mu.Lock()
+	if _, ok := d.alive[n.Name]; ok {
+		d.alive[n.Name] = peer{addr: cloneIP(n.Addr), port: n.Port}
+	}
+	d.mu.Unlock()
+}
+
+// others returns the live members but this one, as memberlist Nodes that
+// belong to the caller.
+func (d *delegate) others() []*memberlist.Node {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	nodes := make([]*memberlist.Node, 0, len(d.alive))
+	for name, p := range d.alive {
+		if name != d.self {
+			nodes = append(nodes, &memberlist.Node{Name: name, Addr: p.addr, Port: p.port})
+		}
+	}
+	return nodes
+}
 
 // NodeMeta is memberlist's: this member publishes no metadata.
 func (d *delegate) NodeMeta(int) []byte { return nil }
@@ -116,7 +143,8 @@ func (d *delegate) NotifyMsg(msg []byte) {
 		}
 	}
 	_, seen := d.leaving[name]
-	fresh := !seen && d.alive[name]
+	_, live := d.alive[name]
+	fresh := !seen && live
 	if fresh {
 		d.leaving[name] = now
 	}
@@ -156,7 +184,8 @@ func (d *delegate) NotifyAlive(peer *memberlist.Node) error {
 // suspect records that this member's own probe found name unresponsive.
 func (d *delegate) suspect(name string) {
 	d.mu.Lock()
-	live := d.alive[name] && name != d.self
+	_, live := d.alive[name]
+	live = live && name != d.self
 	if live {
 		d.suspects[name] = true
 	}

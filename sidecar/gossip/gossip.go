@@ -20,13 +20,15 @@ var ErrClosed = errors.New("gossip: closed")
 const leaveWaitCap = 5 * time.Second
 
 // noticeWaitIntervals bounds how long Leave waits for its leave notice to be
-// sent, in gossip intervals. The notice is normally done after two or three.
+// delivered, in gossip intervals; on a pod network it takes a millisecond or
+// two.
 const noticeWaitIntervals = 20
 
 // Gossip is this sidecar's membership in its job's gossip. It is safe for
 // concurrent use.
 type Gossip struct {
 	cfg    Config
+	log    *slog.Logger
 	ml     *memberlist.Memberlist
 	dlg    *delegate
 	events *dispatcher
@@ -68,7 +70,7 @@ func Start(ctx context.Context, cfg Config, events Events) (*Gossip, error) {
 		disp.close()
 		return nil, fmt.Errorf("gossip: start %s on %s:%d: %w", cfg.Name, cfg.BindAddr, cfg.BindPort, err)
 	}
-	return &Gossip{cfg: cfg, ml: ml, dlg: dlg, events: disp}, nil
+	return &Gossip{cfg: cfg, log: logger, ml: ml, dlg: dlg, events: disp}, nil
 }
 
 // memberlistConfig maps cfg onto memberlist's LAN defaults.
@@ -168,11 +170,12 @@ func (g *Gossip) LocalAddr() string {
 
 // Leave tells the others that this member is going on purpose, so they report
 // it through LeaveEvents.MemberLeft and not as a death, then stops answering
-// as a member; call Close after it. It gossips a leave notice and waits until
-// it has been sent (at most 20 gossip intervals), then memberlist's leave
-// message and waits until that has gone out. ctx bounds both waits; without a
-// deadline the second is capped at 5 s. A member that misses the notice, which
-// gossip makes unlikely but not impossible, reports the leaver as dead.
+// as a member; call Close after it. It first sends a leave notice to every
+// member and waits until it is written to each (at most 20 gossip intervals), then
+// gossips memberlist's leave message and waits until that has gone out. ctx
+// bounds both waits; without a deadline the second is capped at 5 s. A member
+// that misses the notice (it was unreachable, or the notice was overtaken)
+// reports the leaver as dead.
 func (g *Gossip) Leave(ctx context.Context) error {
 	if err := g.announceLeave(ctx); err != nil {
 		return err
@@ -209,27 +212,38 @@ func (g *Gossip) Leave(ctx context.Context) error {
 	}
 }
 
-// announceLeave gossips this member's leave notice and waits until memberlist
-// has sent it as often as it sends any broadcast.
+// announceLeave sends this member's leave notice to every member it knows,
+// each over its own TCP stream so that the notice is there before the leave
+// message that follows, and gossips it too, for members it does not know yet.
+// It waits until every stream is written, at most noticeWaitIntervals gossip
+// intervals: a member that does not take it in that time is probably dead.
 func (g *Gossip) announceLeave(ctx context.Context) error {
-	g.life.Lock()
-	closed := g.closed
-	g.life.Unlock()
-	if closed {
-		return ErrClosed
-	}
-	if g.dlg.numAlive() <= 1 {
-		return nil
-	}
 	notice := newLeaveNotice(g.cfg.Name)
+	peers := g.dlg.others()
+	sent := make(chan struct{}, len(peers))
+	for _, p := range peers {
+		if !g.track() {
+			return ErrClosed
+		}
+		go func() {
+			defer g.wg.Done()
+			if err := g.ml.SendReliable(p, notice.msg); err != nil {
+				g.log.Debug("leave notice not delivered", slog.String("to", p.Name), slog.Any("err", err))
+			}
+			sent <- struct{}{}
+		}()
+	}
 	g.dlg.queue.QueueBroadcast(notice)
 	limit := time.NewTimer(noticeWaitIntervals * g.cfg.GossipInterval)
 	defer limit.Stop()
-	select {
-	case <-notice.sent:
-	case <-limit.C:
-	case <-ctx.Done():
-		return fmt.Errorf("gossip: leave: %w", ctx.Err())
+	for range peers {
+		select {
+		case <-sent:
+		case <-limit.C:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("gossip: leave: %w", ctx.Err())
+		}
 	}
 	return nil
 }

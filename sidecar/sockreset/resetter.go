@@ -48,6 +48,9 @@ func (r *Resetter) Reset(ctx context.Context, peer net.IP) (int, error) {
 	if peer.To16() == nil || peer.IsUnspecified() {
 		return 0, fmt.Errorf("sockreset: reset: %q is not a peer address", peer)
 	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("sockreset: reset %s: %w", peer, err)
+	}
 	r.mu.Lock()
 	unsupported := r.unsupported
 	r.mu.Unlock()
