@@ -84,6 +84,9 @@ func dialOnce(ctx context.Context, addr string, rightRank int, h hello) (net.Con
 	if err != nil {
 		return nil, err
 	}
+	// The deadline is set before the abort is armed, so the abort's
+	// deadline in the past cannot be overwritten.
+	conn.SetDeadline(time.Now().Add(handshakeTimeout))
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	a, err := exchangeHello(conn, h)
 	if !stop() {
@@ -106,7 +109,6 @@ func dialOnce(ctx context.Context, addr string, rightRank int, h hello) (net.Con
 
 func exchangeHello(conn net.Conn, h hello) (ack, error) {
 	var a ack
-	conn.SetDeadline(time.Now().Add(handshakeTimeout))
 	if err := binary.Write(conn, binary.BigEndian, h); err != nil {
 		return a, fmt.Errorf("send hello: %w", err)
 	}
@@ -119,14 +121,12 @@ func exchangeHello(conn net.Conn, h hello) (ack, error) {
 // readHello reads a hello from a new connection.
 func readHello(conn net.Conn) (hello, error) {
 	var h hello
-	conn.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	if err := binary.Read(conn, binary.BigEndian, &h); err != nil {
 		return h, err
 	}
 	if h.Magic != helloMagic {
 		return h, fmt.Errorf("not a ringtrainer hello: %q", h.Magic[:])
 	}
-	conn.SetReadDeadline(time.Time{})
 	return h, nil
 }
 

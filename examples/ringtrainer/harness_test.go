@@ -266,6 +266,17 @@ func (w *worker) steps() []outLine {
 	return out
 }
 
+// firstAtWorld is the index, among w's step lines, of the first at
+// world size world, or -1.
+func (w *worker) firstAtWorld(world int) int {
+	for i, l := range w.steps() {
+		if l.World == world {
+			return i
+		}
+	}
+	return -1
+}
+
 // checkOutput asserts what holds for every trainer: well-formed lines,
 // correct sums, and a step counter that only goes forward.
 func (w *worker) checkOutput(t *testing.T) {
@@ -288,5 +299,23 @@ func (w *worker) checkOutput(t *testing.T) {
 			t.Errorf("%s: malformed step line %+v", w.id, l)
 		}
 		last = l.Step
+	}
+}
+
+// checkNoStepLost asserts that w's steps are contiguous from its first
+// step at world size from on: a drain loses no step.
+func (w *worker) checkNoStepLost(t *testing.T, from int) {
+	t.Helper()
+	i := w.firstAtWorld(from)
+	if i < 0 {
+		t.Errorf("%s: no step at world size %d", w.id, from)
+		return
+	}
+	steps := w.steps()[i:]
+	for i := 1; i < len(steps); i++ {
+		if steps[i].Step != steps[i-1].Step+1 {
+			t.Errorf("%s: step %d (world %d) after step %d (world %d): a step was lost",
+				w.id, steps[i].Step, steps[i].World, steps[i-1].Step, steps[i-1].World)
+		}
 	}
 }

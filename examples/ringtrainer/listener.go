@@ -53,6 +53,7 @@ func (l *dataListener) accept(ctx context.Context) {
 
 // greet reads conn's hello and queues it for the ring former.
 func (l *dataListener) greet(ctx context.Context, conn net.Conn) {
+	conn.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	h, err := readHello(conn)
 	if !stop() || err != nil {
@@ -60,6 +61,7 @@ func (l *dataListener) greet(ctx context.Context, conn net.Conn) {
 		conn.Close()
 		return
 	}
+	conn.SetReadDeadline(time.Time{})
 	timer := time.NewTimer(handshakeTimeout)
 	defer timer.Stop()
 	select {

@@ -40,7 +40,10 @@ func (t *trainer) trainGeneration(ctx context.Context, r *sidecar.Rendezvous, lo
 		t.completed = progress[0]
 	}
 	t.out.ring(r.Generation, rg.rank, rg.world)
-	log.Info("ring formed", "step", t.completed, "left", rg.leftPeer.member, "right", rg.rightPeer.member)
+	if rg.world > 1 {
+		log = log.With("left", rg.leftPeer.member, "right", rg.rightPeer.member)
+	}
+	log.Info("ring formed", "step", t.completed)
 
 	for {
 		if t.cfg.Steps > 0 && t.completed >= t.cfg.Steps {

@@ -22,16 +22,6 @@ func startWorkers(t *testing.T, c *cluster, n int) ([]*worker, []int) {
 	return ws, pos
 }
 
-// firstAtWorld is the index, among w's step lines, of the first at world.
-func firstAtWorld(w *worker, world int) int {
-	for i, l := range w.steps() {
-		if l.World == world {
-			return i
-		}
-	}
-	return -1
-}
-
 func TestThreeTrainersAllReduceWithCorrectSums(t *testing.T) {
 	c := newCluster(t)
 	ws, pos := startWorkers(t, c, 3)
@@ -44,7 +34,7 @@ func TestThreeTrainersAllReduceWithCorrectSums(t *testing.T) {
 	ranks := map[int]bool{}
 	for _, w := range ws {
 		w.checkOutput(t)
-		l := w.steps()[firstAtWorld(w, 3)]
+		l := w.steps()[w.firstAtWorld(3)]
 		first = append(first, l)
 		ranks[l.Rank] = true
 	}
@@ -88,7 +78,7 @@ func TestDrainedTrainerExitsAndNoStepIsLost(t *testing.T) {
 	if code := drained.trainer.awaitExit(t); code != 0 {
 		t.Fatalf("drained trainer exited with %d, want 0", code)
 	}
-	for _, l := range drained.steps()[firstAtWorld(drained, 3):] {
+	for _, l := range drained.steps()[drained.firstAtWorld(3):] {
 		if l.World != 3 {
 			t.Errorf("drained trainer stepped at world size %d after the ring of 3: %+v", l.World, l)
 		}
@@ -101,13 +91,32 @@ func TestDrainedTrainerExitsAndNoStepIsLost(t *testing.T) {
 
 	for _, w := range survivors {
 		w.checkOutput(t)
-		steps := w.steps()[firstAtWorld(w, 3):]
-		for i := 1; i < len(steps); i++ {
-			if steps[i].Step != steps[i-1].Step+1 {
-				t.Errorf("%s: step %d (world %d) after step %d (world %d): a step was lost in the drain",
-					w.id, steps[i].Step, steps[i].World, steps[i-1].Step, steps[i-1].World)
-			}
-		}
+		w.checkNoStepLost(t, 3)
+	}
+}
+
+// TestTrainerSIGTERMDrainsItsMember: a trainer told to stop asks its
+// sidecar to drain the member, exits 0 once left out, and the sidecar
+// leaves the job and exits 0 too.
+func TestTrainerSIGTERMDrainsItsMember(t *testing.T) {
+	c := newCluster(t)
+	ws, pos := startWorkers(t, c, 3)
+	stopped, survivors := ws[2], ws[:2]
+	stopped.trainer.cmd.Process.Signal(syscall.SIGTERM)
+
+	if code := stopped.trainer.awaitExit(t); code != 0 {
+		t.Fatalf("stopped trainer exited with %d, want 0", code)
+	}
+	if code := stopped.sidecar.awaitExit(t); code != 0 {
+		t.Fatalf("its sidecar exited with %d, want 0", code)
+	}
+	for i, w := range survivors {
+		w.await(t, &pos[i], "a ring at world size 2", func(l outLine) bool { return l.Event == "ring" && l.World == 2 })
+		w.awaitSteps(t, &pos[i], 3, 2)
+	}
+	for _, w := range survivors {
+		w.checkOutput(t)
+		w.checkNoStepLost(t, 3)
 	}
 }
 
