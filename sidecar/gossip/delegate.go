@@ -211,18 +211,12 @@ func (d *delegate) numSuspects() int {
 type leaveNotice struct {
 	name string
 	msg  []byte
-	once sync.Once
-	sent chan struct{} // closed when memberlist is done retransmitting it
 }
 
 var _ memberlist.NamedBroadcast = (*leaveNotice)(nil)
 
 func newLeaveNotice(name string) *leaveNotice {
-	return &leaveNotice{
-		name: name,
-		msg:  append([]byte{leaveNoticeTag}, name...),
-		sent: make(chan struct{}),
-	}
+	return &leaveNotice{name: name, msg: append([]byte{leaveNoticeTag}, name...)}
 }
 
 // Name makes a newer notice for the same member replace an older one.
@@ -238,8 +232,8 @@ func (b *leaveNotice) Invalidates(other memberlist.Broadcast) bool {
 func (b *leaveNotice) Message() []byte { return b.msg }
 
 // Finished is memberlist's: the notice was sent as often as it will be, or
-// replaced.
-func (b *leaveNotice) Finished() { b.once.Do(func() { close(b.sent) }) }
+// replaced. Nobody waits for that.
+func (b *leaveNotice) Finished() {}
 
 func decodeLeaveNotice(msg []byte) (string, bool) {
 	if len(msg) < 2 || msg[0] != leaveNoticeTag {

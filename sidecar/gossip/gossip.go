@@ -37,9 +37,9 @@ type Gossip struct {
 	// Shutdown panics.
 	life   sync.Mutex
 	closed bool
-	// wg counts the Join and Leave calls into memberlist, which knows no
-	// context: a caller whose ctx ends returns at once and Close waits for
-	// the call, which its own timeouts bound.
+	// wg counts the calls into memberlist made for Join and Leave, which
+	// know no context: a caller whose ctx ends returns at once and Close
+	// waits for the call, which memberlist's own timeouts bound.
 	wg sync.WaitGroup
 }
 
@@ -171,11 +171,11 @@ func (g *Gossip) LocalAddr() string {
 // Leave tells the others that this member is going on purpose, so they report
 // it through LeaveEvents.MemberLeft and not as a death, then stops answering
 // as a member; call Close after it. It first sends a leave notice to every
-// member and waits until it is written to each (at most 20 gossip intervals), then
-// gossips memberlist's leave message and waits until that has gone out. ctx
-// bounds both waits; without a deadline the second is capped at 5 s. A member
-// that misses the notice (it was unreachable, or the notice was overtaken)
-// reports the leaver as dead.
+// member and waits until it is written to each (at most 20 gossip
+// intervals), then gossips memberlist's leave message and waits until that
+// has gone out. ctx bounds both waits; without a deadline the second is
+// capped at 5 s. A member that misses the notice (it was unreachable, or the
+// notice was overtaken) reports the leaver as dead.
 func (g *Gossip) Leave(ctx context.Context) error {
 	if err := g.announceLeave(ctx); err != nil {
 		return err

@@ -15,6 +15,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// The tests reset every connection of this network namespace to their peer
+// addresses, so they use loopback addresses of their own, away from the
+// 127.0.0.2 upwards that process tests and benchmarks on the same host give
+// their members.
+const (
+	clientAddr    = "127.86.0.1"
+	deadAddr      = "127.86.0.2"
+	bystanderAddr = "127.86.0.3"
+	mappedAddr    = "127.86.0.6"
+	idleAddr      = "127.86.0.7"
+)
+
 // promptly bounds how long a destroyed connection may take to fail its
 // blocked read: the kernel wakes it at once.
 const promptly = 5 * time.Second
@@ -114,13 +126,13 @@ func echo(t *testing.T, client, server net.Conn) {
 }
 
 func TestResetAbortsConnectionsToThePeerAndNoOthers(t *testing.T) {
-	dead := listen(t, "127.0.0.2:0")
-	bystander := listen(t, "127.0.0.3:0")
-	toDead, _ := connect(t, dead, "127.0.0.1")
-	toBystander, fromBystander := connect(t, bystander, "127.0.0.1")
+	dead := listen(t, net.JoinHostPort(deadAddr, "0"))
+	bystander := listen(t, net.JoinHostPort(bystanderAddr, "0"))
+	toDead, _ := connect(t, dead, clientAddr)
+	toBystander, fromBystander := connect(t, bystander, clientAddr)
 	readErr := blockedRead(toDead)
 
-	if n := resetOrSkip(t, net.ParseIP("127.0.0.2")); n < 1 {
+	if n := resetOrSkip(t, net.ParseIP(deadAddr)); n < 1 {
 		t.Fatalf("destroyed %d sockets, want at least 1", n)
 	}
 	awaitAborted(t, readErr, "connection to the dead peer")
@@ -129,14 +141,14 @@ func TestResetAbortsConnectionsToThePeerAndNoOthers(t *testing.T) {
 
 func TestResetAbortsIPv4MappedConnections(t *testing.T) {
 	// A dual-stack listener accepts IPv4 connections on an IPv6 socket, whose
-	// remote address is the IPv4-mapped ::ffff:127.0.0.6.
+	// remote address is IPv4-mapped (::ffff:127.86.0.6).
 	ln := listen(t, ":0")
 	if ln.Addr().(*net.TCPAddr).IP.To4() != nil {
 		t.Skip("no dual-stack listener here")
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.6")}, Timeout: promptly}
-	client, err := d.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(mappedAddr)}, Timeout: promptly}
+	client, err := d.Dial("tcp", net.JoinHostPort(clientAddr, strconv.Itoa(port)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,14 +160,14 @@ func TestResetAbortsIPv4MappedConnections(t *testing.T) {
 	defer fromPeer.Close()
 	readErr := blockedRead(fromPeer)
 
-	if n := resetOrSkip(t, net.ParseIP("127.0.0.6")); n != 1 {
+	if n := resetOrSkip(t, net.ParseIP(mappedAddr)); n != 1 {
 		t.Fatalf("destroyed %d sockets, want 1 (the accepted one)", n)
 	}
 	awaitAborted(t, readErr, "accepted connection from the dead peer")
 }
 
 func TestResetWithNoConnectionsDestroysNothing(t *testing.T) {
-	if n := resetOrSkip(t, net.ParseIP("127.0.0.7")); n != 0 {
+	if n := resetOrSkip(t, net.ParseIP(idleAddr)); n != 0 {
 		t.Fatalf("destroyed %d sockets, want 0", n)
 	}
 }
