@@ -11,7 +11,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/goleak"
 
 	"github.com/ringside/ringside/coordinator"
 	"github.com/ringside/ringside/etcdlocal"
@@ -19,21 +18,6 @@ import (
 	"github.com/ringside/ringside/jobstatus"
 	"github.com/ringside/ringside/sidecar"
 )
-
-// statusLeakCheck fails t if goroutines outlive it. Registered first, it
-// runs after the etcd server and client are closed.
-func statusLeakCheck(t *testing.T) {
-	before := goleak.IgnoreCurrent() // other tests' goroutines, as of now
-	t.Cleanup(func() {
-		goleak.VerifyNone(t, before,
-			// etcd's server and the grpc-go stack keep a few process-wide
-			// goroutines after Close.
-			goleak.IgnoreAnyFunction("go.opencensus.io/stats/view.(*worker).start"),
-			goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
-			goleak.IgnoreTopFunction("go.etcd.io/etcd/pkg/v3/schedule.(*fifo).run"),
-		)
-	})
-}
 
 // statusJob writes a two-member job "llama" with a generation and a
 // heartbeat for w0.
@@ -79,7 +63,6 @@ func runStatusCmd(ctx context.Context, out io.Writer, args ...string) error {
 }
 
 func TestStatusOnceJSONParsesBackIntoASnapshot(t *testing.T) {
-	statusLeakCheck(t)
 	srv, _ := statusJob(t)
 	var out bytes.Buffer
 	err := runStatusCmd(context.Background(), &out, "--job", "llama", "--etcd-endpoints", strings.Join(srv.Endpoints(), ","), "--once", "--json")
@@ -106,7 +89,6 @@ func TestStatusOnceJSONParsesBackIntoASnapshot(t *testing.T) {
 }
 
 func TestStatusOncePrintsTheTable(t *testing.T) {
-	statusLeakCheck(t)
 	srv, _ := statusJob(t)
 	var out bytes.Buffer
 	if err := runStatusCmd(context.Background(), &out, "--job", "llama", "--etcd-endpoints", srv.Endpoints()[0], "--once"); err != nil {
@@ -123,7 +105,6 @@ func TestStatusOncePrintsTheTable(t *testing.T) {
 }
 
 func TestStatusRefreshesAtOnceOnANewGeneration(t *testing.T) {
-	statusLeakCheck(t)
 	srv, client := statusJob(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -182,7 +163,6 @@ func TestStatusPrintsOnlyChangesWhenNotATerminal(t *testing.T) {
 }
 
 func TestStatusErrorsSayWhatIsWrong(t *testing.T) {
-	statusLeakCheck(t)
 	t.Setenv("RINGSIDE_JOB", "")
 	tests := []struct {
 		name string
