@@ -103,7 +103,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	defer a.wg.Wait()
 	defer cancel()
 
-	if err := a.start(runCtx); err != nil {
+	if err := a.start(ctx, runCtx); err != nil {
 		a.shutdown()
 		return err
 	}
@@ -128,7 +128,9 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	}
 }
 
-func (a *Agent) start(ctx context.Context) error {
+// start joins the job; blocking steps give up when ctx ends (SIGTERM
+// during start), background work lives until runCtx ends.
+func (a *Agent) start(ctx, runCtx context.Context) error {
 	cfg := a.cfg
 	ncfg := netopt.DefaultConfig()
 	ncfg.SysfsRoot = cfg.SysfsRoot
@@ -163,7 +165,7 @@ func (a *Agent) start(ctx context.Context) error {
 		return err
 	}
 	gcfg.Logger = a.log
-	if a.gossip, err = gossip.Start(ctx, gcfg, gossip.EventsFunc(a.memberDead)); err != nil {
+	if a.gossip, err = gossip.Start(runCtx, gcfg, gossip.EventsFunc(a.memberDead)); err != nil {
 		return fmt.Errorf("start gossip: %w", err)
 	}
 	a.resets = sockreset.New(a.log)
@@ -181,10 +183,10 @@ func (a *Agent) start(ctx context.Context) error {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		a.flushHeartbeats(ctx)
+		a.flushHeartbeats(runCtx)
 	}()
 	if cfg.NodeWatch && cfg.Node != "" {
-		a.watchNode(ctx)
+		a.watchNode(runCtx)
 	}
 	return nil
 }

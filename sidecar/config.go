@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"time"
 
@@ -85,6 +86,11 @@ func (c Config) Validate() error {
 	}
 	if len(c.EtcdEndpoints) == 0 {
 		errs = append(errs, errors.New("no etcd endpoints"))
+	}
+	for _, ep := range c.EtcdEndpoints {
+		if u, err := url.Parse(ep); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Port() == "" {
+			errs = append(errs, fmt.Errorf("etcd endpoint %q: want http(s)://host:port", ep))
+		}
 	}
 	if (c.EtcdCert == "") != (c.EtcdKey == "") {
 		errs = append(errs, errors.New("etcd client cert and key must be given together"))
