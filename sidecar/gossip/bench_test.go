@@ -42,7 +42,13 @@ func BenchmarkDetect(b *testing.B) {
 // idles, kills one and returns how long until all survivors reported it, and
 // how many other deaths were reported.
 func detectOnce(b *testing.B, n int, idle time.Duration, configure func(*Config)) (time.Duration, int) {
-	clock := &deathClock{survivors: n - 1, all: make(chan struct{}), joins: map[string]int{}, formed: make(chan struct{})}
+	clock := &deathClock{
+		survivors: n - 1,
+		logf:      b.Logf,
+		all:       make(chan struct{}),
+		formed:    make(chan struct{}),
+		joins:     map[string]int{},
+	}
 	members := make([]*Gossip, n)
 	for i := range members {
 		cfg := loopbackConfig(fmt.Sprintf("m%02d", i))
@@ -89,6 +95,7 @@ func detectOnce(b *testing.B, n int, idle time.Duration, configure func(*Config)
 
 type deathClock struct {
 	survivors int
+	logf      func(format string, args ...any)
 	all       chan struct{} // closed when every survivor reported the victim
 	formed    chan struct{} // closed when every member saw all others join
 
@@ -124,6 +131,7 @@ func (c *deathClock) dead(member, name string, at time.Time) {
 	defer c.mu.Unlock()
 	if name != c.victim {
 		c.falsePositives++
+		c.logf("false positive: %s reports %s dead (victim %q)", member, name, c.victim)
 		return
 	}
 	if c.seen[member] {

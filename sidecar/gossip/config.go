@@ -142,10 +142,12 @@ type Config struct {
 //	32     602 ms             ~0.9-1.1 s
 //	64     722 ms             ~1.0-1.2 s
 //
-// BenchmarkDetect (all members in one process on loopback, a 2-core machine
-// shared with other work, 7 deaths each) measured a median of 0.78 s at N=8
-// and 1.02 s at N=32, and no live member declared dead while idle. The design
-// notes had 0.65 s at N=8 and 1.23 s at N=32.
+// BenchmarkDetect (all members in one process on loopback, on a 2-core
+// machine shared with other work) measured medians of 0.75-0.78 s at N=8 and
+// 0.91-1.09 s at N=32, in runs of 5 to 7 deaths. Over about 40 deaths at N=32
+// a live member was declared dead once, by 4 of the 31 members, before it
+// refuted; never at N=8. The design notes had 0.65 s at N=8 and 1.23 s at
+// N=32.
 //
 // The price of speed is tolerance of stalls: a live member that cannot run
 // for about SuspicionTimeout (a CPU-starved or throttled sidecar, a VM
