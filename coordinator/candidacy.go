@@ -24,32 +24,44 @@ func (m *Member) awaitCandidacy(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	deletes := m.job.client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithFilterPut())
-	for {
-		if g := m.job.Generation(); g != nil {
-			for i := 0; i < k && i < len(g.Members); i++ {
-				if g.Members[i].ID == m.id {
-					return nil
-				}
+	inRing := func() bool {
+		g := m.job.Generation()
+		if g == nil {
+			return false
+		}
+		for i := 0; i < k && i < len(g.Members); i++ {
+			if g.Members[i].ID == m.id {
+				return true
 			}
 		}
-		resp, err := m.job.client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err != nil {
-			return fmt.Errorf("count candidates: %w", err)
-		}
-		if resp.Count < int64(k) {
+		return false
+	}
+	// Counting the candidates is an etcd read: do it at the start and when
+	// a candidate goes, not on every generation.
+	count := true
+	for {
+		if inRing() {
 			return nil
+		}
+		if count {
+			resp, err := m.job.client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+			if err != nil {
+				return fmt.Errorf("count candidates: %w", err)
+			}
+			if resp.Count < int64(k) {
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-gens:
+			count = false
 		case wr, ok := <-deletes:
 			if !ok || wr.Err() != nil {
 				return fmt.Errorf("watch candidates: %v", wr.Err())
 			}
-			if !hasDelete(wr.Events) {
-				continue
-			}
+			count = hasDelete(wr.Events)
 		}
 	}
 }
