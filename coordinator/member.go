@@ -176,6 +176,14 @@ func (m *Member) Revoke(ctx context.Context, id string) error {
 			return ErrNotLeader
 		}
 	}
+	return m.Evict(ctx, id)
+}
+
+// Evict revokes member id's lease without asking who leads. It is for
+// deaths this member has confirmed itself (a connection to the member's
+// process was refused: the process is gone), where waiting for the
+// leader's own detection would only add latency.
+func (m *Member) Evict(ctx context.Context, id string) error {
 	resp, err := m.job.client.Get(ctx, m.job.cfg.Prefix()+"members/"+id)
 	if err != nil {
 		return fmt.Errorf("revoke %s: %w", id, err)

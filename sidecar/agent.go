@@ -33,6 +33,9 @@ type socketResetter interface {
 type deadPeer struct {
 	name string
 	ip   net.IP
+	// refused: a connection to its gossip port was refused, so its process
+	// is gone for certain.
+	refused bool
 }
 
 // Agent is a running sidecar.

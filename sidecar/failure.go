@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/ringside/ringside/coordinator"
@@ -12,10 +13,14 @@ import (
 
 // memberDead is gossip's callback; it must not block memberlist.
 func (a *Agent) memberDead(name string, ip net.IP) {
+	a.declareDead(deadPeer{name: name, ip: ip})
+}
+
+func (a *Agent) declareDead(d deadPeer) {
 	select {
-	case a.deadCh <- deadPeer{name: name, ip: ip}:
+	case a.deadCh <- d:
 	default:
-		a.log.Warn("dropping a death notice: too many at once", "dead", name)
+		a.log.Warn("dropping a death notice: too many at once", "dead", d.name)
 	}
 }
 
@@ -53,7 +58,11 @@ func (a *Agent) handleDead(ctx context.Context, d deadPeer) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	err := a.member.Revoke(rctx, d.name)
+	revoke := a.member.Revoke
+	if d.refused {
+		revoke = a.member.Evict
+	}
+	err := revoke(rctx, d.name)
 	switch {
 	case errors.Is(err, coordinator.ErrNotLeader):
 	case err != nil:
@@ -63,7 +72,9 @@ func (a *Agent) handleDead(ctx context.Context, d deadPeer) {
 }
 
 // reportSuspect checks a trainer's report that a collective with peer
-// failed: if the peer's gossip port does not answer, it is treated as dead.
+// failed: if the peer's gossip port refuses connections, its process is
+// gone and this member evicts it at once; if the port does not answer at
+// all, it is treated as dead by gossip's rules (the leader evicts).
 func (a *Agent) reportSuspect(f FailureReport) {
 	a.wg.Add(1)
 	go func() {
@@ -85,8 +96,10 @@ func (a *Agent) reportSuspect(f FailureReport) {
 				a.log.Info("trainer reported a failed collective, but the peer answers", "peer", f.Peer, "error", f.Error)
 				return
 			}
-			a.log.Info("trainer reported a failed collective and the peer does not answer", "peer", f.Peer, "error", f.Error)
-			a.memberDead(f.Peer, net.ParseIP(m.Addr))
+			refused := errors.Is(err, syscall.ECONNREFUSED)
+			a.log.Info("trainer reported a failed collective and the peer does not answer",
+				"peer", f.Peer, "error", f.Error, "refused", refused)
+			a.declareDead(deadPeer{name: f.Peer, ip: net.ParseIP(m.Addr), refused: refused})
 		}
 	}()
 }
