@@ -10,8 +10,23 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ringside/ringside/localjob"
 	"github.com/ringside/ringside/sidecar"
 )
+
+// awaitReady waits until the worker's sidecar holds a generation.
+func awaitReady(ctx context.Context, w *localjob.Worker) error {
+	for {
+		if w.API.Ready(ctx) == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready: %w", w.ID, ctx.Err())
+		case <-time.After(20 * time.Millisecond): // polling readyz until the first generation
+		}
+	}
+}
 
 // DetectConfig sizes the failure-detection benchmark.
 type DetectConfig struct {
@@ -58,39 +73,30 @@ func Detect(ctx context.Context, cfg DetectConfig, progress io.Writer) (DetectRe
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	srv, stopEtcd, err := startEtcd(ctx, true)
-	if err != nil {
-		return DetectResult{}, err
-	}
-	defer stopEtcd()
 	dir, err := os.MkdirTemp("", "ringside-bench-detect-")
 	if err != nil {
 		return DetectResult{}, err
 	}
 	defer os.RemoveAll(dir)
+	job, err := localjob.Start(ctx, localjob.Config{Job: "detect", Dir: dir})
+	if err != nil {
+		return DetectResult{}, err
+	}
+	defer job.Close()
 
 	seenCh := make(chan seen, 1024)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	live := map[string]*worker{}
-	defer func() {
-		for _, w := range live {
-			w.kill()
-		}
-	}()
-	next := 0
-	spawn := func() (*worker, error) {
-		w, err := startSidecar(dir, srv.Endpoints()[0], "detect", next)
-		next++
+	spawn := func() (*localjob.Worker, error) {
+		w, err := job.AddWorker(ctx)
 		if err != nil {
 			return nil, err
 		}
-		live[w.id] = w
-		if err := w.waitReady(ctx); err != nil {
+		if err := awaitReady(ctx, w); err != nil {
 			return nil, err
 		}
-		evs, err := w.api.Events(ctx)
+		evs, err := w.API.Events(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -99,7 +105,7 @@ func Detect(ctx context.Context, cfg DetectConfig, progress io.Writer) (DetectRe
 			defer wg.Done()
 			for e := range evs {
 				select {
-				case seenCh <- seen{worker: w.id, event: e, at: time.Now()}:
+				case seenCh <- seen{worker: w.ID, event: e, at: time.Now()}:
 				case <-ctx.Done():
 					return
 				}
@@ -113,18 +119,18 @@ func Detect(ctx context.Context, cfg DetectConfig, progress io.Writer) (DetectRe
 		}
 	}
 	fmt.Fprintf(progress, "%d sidecars started; waiting for the generation with all of them\n", cfg.Members)
-	if err := awaitEveryone(ctx, seenCh, live, func(r *sidecar.Rendezvous) bool { return r.WorldSize == cfg.Members }); err != nil {
+	if err := awaitEveryone(ctx, seenCh, job.Workers(), func(r *sidecar.Rendezvous) bool { return r.WorldSize == cfg.Members }); err != nil {
 		return DetectResult{}, err
 	}
 
 	res := DetectResult{Bench: "detect", Members: cfg.Members, Kills: cfg.Kills}
 	fmt.Fprintf(progress, "idle for %s: counting false positives, measuring one sidecar\n", cfg.Idle)
-	var probe *worker
-	for _, w := range live {
+	var probe *localjob.Worker
+	for _, w := range job.Workers() {
 		probe = w
 		break
 	}
-	cpu0, t0 := cpuSeconds(probe.cmd.Process.Pid), time.Now()
+	cpu0, t0 := cpuSeconds(probe.SidecarPID()), time.Now()
 	idle := time.After(cfg.Idle)
 idleLoop:
 	for {
@@ -139,32 +145,32 @@ idleLoop:
 			return DetectResult{}, ctx.Err()
 		}
 	}
-	res.SidecarCPUPct = 100 * (cpuSeconds(probe.cmd.Process.Pid) - cpu0) / time.Since(t0).Seconds()
-	res.SidecarRSSMiB = rssMiB(probe.cmd.Process.Pid)
+	res.SidecarCPUPct = 100 * (cpuSeconds(probe.SidecarPID()) - cpu0) / time.Since(t0).Seconds()
+	res.SidecarRSSMiB = rssMiB(probe.SidecarPID())
 
 	var detects, commits []float64
 	for k := range cfg.Kills {
-		var victim *worker
+		live := job.Workers()
+		var victim *localjob.Worker
 		for _, id := range slices.Sorted(mapKeys(live)) {
 			if live[id] != probe {
 				victim = live[id]
 				break
 			}
 		}
-		delete(live, victim.id)
 		killedAt := time.Now()
-		victim.kill()
-		detect, commit, err := awaitDeath(ctx, seenCh, live, victim.id, killedAt)
+		job.Kill(victim)
+		detect, commit, err := awaitDeath(ctx, seenCh, job.Workers(), victim.ID, killedAt)
 		if err != nil {
 			return DetectResult{}, err
 		}
 		detects, commits = append(detects, detect), append(commits, commit)
 		fmt.Fprintf(progress, "kill %d/%d (%s): dead everywhere after %.3fs, generation without it after %.3fs\n",
-			k+1, cfg.Kills, victim.id, detect, commit)
+			k+1, cfg.Kills, victim.ID, detect, commit)
 		if _, err := spawn(); err != nil {
 			return DetectResult{}, err
 		}
-		if err := awaitEveryone(ctx, seenCh, live, func(r *sidecar.Rendezvous) bool { return r.WorldSize == cfg.Members }); err != nil {
+		if err := awaitEveryone(ctx, seenCh, job.Workers(), func(r *sidecar.Rendezvous) bool { return r.WorldSize == cfg.Members }); err != nil {
 			return DetectResult{}, err
 		}
 	}
@@ -175,7 +181,7 @@ idleLoop:
 
 // awaitEveryone waits until every live worker has announced a generation
 // that satisfies ok.
-func awaitEveryone(ctx context.Context, seenCh <-chan seen, live map[string]*worker, ok func(*sidecar.Rendezvous) bool) error {
+func awaitEveryone(ctx context.Context, seenCh <-chan seen, live map[string]*localjob.Worker, ok func(*sidecar.Rendezvous) bool) error {
 	have := map[string]bool{}
 	for len(have) < len(live) {
 		select {
@@ -192,7 +198,7 @@ func awaitEveryone(ctx context.Context, seenCh <-chan seen, live map[string]*wor
 
 // awaitDeath returns, from killedAt, when the last survivor was told of the
 // victim's death and when the last one held a generation without it.
-func awaitDeath(ctx context.Context, seenCh <-chan seen, live map[string]*worker, victim string, killedAt time.Time) (detect, commit float64, err error) {
+func awaitDeath(ctx context.Context, seenCh <-chan seen, live map[string]*localjob.Worker, victim string, killedAt time.Time) (detect, commit float64, err error) {
 	dead, gone := map[string]time.Time{}, map[string]time.Time{}
 	for len(dead) < len(live) || len(gone) < len(live) {
 		select {

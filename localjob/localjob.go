@@ -26,7 +26,7 @@ type Config struct {
 	// executable.
 	Ringside string
 	// Trainer is the trainer command; each gets RINGSIDE_SOCKET and
-	// LOCAL_RANK=0 in its environment.
+	// LOCAL_RANK=0 in its environment. Empty runs sidecars alone.
 	Trainer []string
 	// Job names the job; Dir holds sockets and logs.
 	Job, Dir string
@@ -86,9 +86,6 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 		}
 		cfg.Ringside = self
 	}
-	if len(cfg.Trainer) == 0 {
-		return nil, fmt.Errorf("no trainer command")
-	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -142,11 +139,13 @@ func (j *Job) AddWorker(ctx context.Context) (*Worker, error) {
 		w.sidecar.cmd.Process.Kill()
 		return nil, err
 	}
-	tr := exec.Command(j.cfg.Trainer[0], j.cfg.Trainer[1:]...)
-	tr.Env = append(os.Environ(), "RINGSIDE_SOCKET="+w.Socket, "LOCAL_RANK=0")
-	if w.trainer, err = j.spawn(w.ID+".trainer", tr, w.ID); err != nil {
-		w.sidecar.cmd.Process.Kill()
-		return nil, err
+	if len(j.cfg.Trainer) > 0 {
+		tr := exec.Command(j.cfg.Trainer[0], j.cfg.Trainer[1:]...)
+		tr.Env = append(os.Environ(), "RINGSIDE_SOCKET="+w.Socket, "LOCAL_RANK=0")
+		if w.trainer, err = j.spawn(w.ID+".trainer", tr, w.ID); err != nil {
+			w.sidecar.cmd.Process.Kill()
+			return nil, err
+		}
 	}
 	j.mu.Lock()
 	j.workers[w.ID] = w
@@ -225,21 +224,35 @@ func (j *Job) spawn(name string, cmd *exec.Cmd, lines string) (*proc, error) {
 	return p, nil
 }
 
+// SidecarPID is the sidecar process's id.
+func (w *Worker) SidecarPID() int { return w.sidecar.cmd.Process.Pid }
+
+// procs are the worker's running processes.
+func (w *Worker) procs() []*proc {
+	if w.trainer == nil {
+		return []*proc{w.sidecar}
+	}
+	return []*proc{w.sidecar, w.trainer}
+}
+
 // Kill SIGKILLs the worker's sidecar and trainer, as a lost pod.
 func (j *Job) Kill(w *Worker) {
 	j.forget(w)
-	w.sidecar.cmd.Process.Kill()
-	w.trainer.cmd.Process.Kill()
-	<-w.sidecar.done
-	<-w.trainer.done
+	for _, p := range w.procs() {
+		p.cmd.Process.Kill()
+	}
+	for _, p := range w.procs() {
+		<-p.done
+	}
 }
 
 // Freeze SIGSTOPs the worker's processes: a silent peer, like a lost node.
 // Kill it afterwards.
 func (j *Job) Freeze(w *Worker) {
 	j.forget(w)
-	w.sidecar.cmd.Process.Signal(syscall.SIGSTOP)
-	w.trainer.cmd.Process.Signal(syscall.SIGSTOP)
+	for _, p := range w.procs() {
+		p.cmd.Process.Signal(syscall.SIGSTOP)
+	}
 }
 
 // Drain SIGTERMs the worker's sidecar, as Kubernetes does on preemption,
@@ -247,12 +260,15 @@ func (j *Job) Freeze(w *Worker) {
 func (j *Job) Drain(ctx context.Context, w *Worker) (trainer, sidecar int, err error) {
 	j.forget(w)
 	w.sidecar.cmd.Process.Signal(syscall.SIGTERM)
-	for _, p := range []*proc{w.sidecar, w.trainer} {
+	for _, p := range w.procs() {
 		select {
 		case <-p.done:
 		case <-ctx.Done():
 			return -1, -1, fmt.Errorf("drain of %s: %w", w.ID, ctx.Err())
 		}
+	}
+	if w.trainer == nil {
+		return 0, w.sidecar.code, nil
 	}
 	return w.trainer.code, w.sidecar.code, nil
 }
