@@ -184,11 +184,26 @@ func (r *run) draw() {
 			gen, world = l.Generation, l.World
 		}
 	}
-	sort.Slice(ids, func(i, j int) bool { return r.track.LastOf(ids[i]).Rank < r.track.LastOf(ids[j]).Rank })
+	// Workers of the current generation in ring order, then those still
+	// joining.
+	key := func(id string) int {
+		if l := r.track.LastOf(id); l.Generation == gen {
+			return l.Rank
+		}
+		return 1 << 30
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		ki, kj := key(ids[i]), key(ids[j])
+		return ki < kj || ki == kj && ids[i] < ids[j]
+	})
 	fmt.Fprintf(&b, "ringside demo   generation %d   world size %d   %.1fs\n\n", gen, world, time.Since(r.start).Seconds())
 	fmt.Fprintf(&b, "  %-5s %-6s %-12s %8s %8s\n", "rank", "worker", "address", "step", "steps/s")
 	for _, id := range ids {
 		l := r.track.LastOf(id)
+		if l.Generation != gen {
+			fmt.Fprintf(&b, "  %-5s %-6s %-12s %8s %8s\n", "-", id, live[id].Addr, "joining", "-")
+			continue
+		}
 		fmt.Fprintf(&b, "  %-5d %-6s %-12s %8d %8.1f\n", l.Rank, id, live[id].Addr, l.Step, r.track.Rate(id))
 	}
 	b.WriteString("\n")
