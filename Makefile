@@ -3,8 +3,10 @@ GO      ?= go
 RACE    ?= -race
 TIMEOUT ?= 25m
 BIN     := bin/ringside
+# Debian's python3-torch lives in the system Python, not in a pyenv one.
+PYTHON  ?= /usr/bin/python3
 
-.PHONY: all build demo test vet bench chaos clean
+.PHONY: all build demo test vet bench chaos clean torch python-test
 
 all: build
 
@@ -16,9 +18,25 @@ build:
 demo: build
 	$(BIN) demo
 
-## test: vet, then every package with the race detector
-test: vet
+## test: vet and the Python tests, then every package with the race detector
+test: vet python-test
 	$(GO) test $(RACE) -count=1 -timeout $(TIMEOUT) ./...
+
+## torch: installs Debian's python3-torch when missing (as root); with CI=true
+## a torch that is still missing fails, so its tests never skip in CI
+torch:
+	@$(PYTHON) -c 'import torch' 2>/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing python3-torch (a few minutes)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-torch; \
+	  fi; \
+	  $(PYTHON) -c 'import torch' 2>/dev/null || { \
+	    if [ "$(CI)" = true ]; then echo "CI=true and $(PYTHON) cannot import torch: install python3-torch" >&2; exit 1; fi; \
+	    echo "$(PYTHON) cannot import torch: the PyTorch tests will be skipped (apt-get install python3-torch)"; }; }
+
+## python-test: the Python package's tests (PyTorch ones with real processes)
+python-test: torch
+	cd python && $(PYTHON) -m unittest discover -s tests
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }

@@ -1,0 +1,257 @@
+"""Forming, aborting and destroying one generation's torch process group.
+
+Works on torch 1.13 and 2.x alike: every version-specific call is looked up
+with getattr and has a fallback.
+
+- Formation does what init_process_group(init_method="tcp://...") does, in
+  steps that can give up when a newer generation arrives meanwhile: the
+  store (on rank 0's member, at the generation's master port), a presence
+  count on it, then init_process_group on that store.
+- Gloo binds to the member's own address (the pod IP the sidecar advertises)
+  instead of whatever the hostname resolves to, so collectives run between
+  the members' addresses and a failed collective names its peer.
+- abort() makes a collective blocked in this group fail now: the native
+  abort where torch has one (NCCL in torch 2.x), and for gloo a shutdown of
+  the group's own TCP sockets (see _sockets).
+"""
+
+import datetime
+import gc
+import logging
+import os
+import threading
+import time
+
+from . import _sockets
+from .errors import RingsideError
+
+log = logging.getLogger("ringside")
+
+
+class FormationAborted(RingsideError):
+    """A newer generation (or a drain) arrived while the group formed."""
+
+
+class FormationFailed(RingsideError):
+    """The group could not be formed: a peer did not come, or the store's
+    port is taken. The generation may be re-formed or replaced."""
+
+
+def _td(seconds):
+    return datetime.timedelta(seconds=float(seconds))
+
+
+def default_backend():
+    import torch
+
+    return "nccl" if torch.cuda.is_available() else "gloo"
+
+
+class Group:
+    """A formed process group: the default group of torch.distributed."""
+
+    def __init__(self, generation, rank, world_size, backend, store, before, master_port):
+        self.generation = generation
+        self.rank = rank
+        self.world_size = world_size
+        self.backend = backend
+        self.master_port = master_port
+        self._store = store
+        self._before = before
+        self._sockets = set()
+        self._lock = threading.Lock()
+        self.aborted = False
+        self.destroyed = False
+
+    def note_sockets(self):
+        """Records the group's TCP sockets: those this process opened since
+        formation began, less the store's. Call it once the group has run a
+        collective (gloo may connect lazily in torch 2.x)."""
+        if self.backend != "gloo" or not _sockets.supported():
+            return
+        found = _sockets.group_sockets(self._before, exclude_port=self.master_port)
+        with self._lock:
+            self._sockets = found
+        if self.aborted:
+            _sockets.shutdown(found)
+
+    def abort(self, why=""):
+        """Makes any collective blocked in this group fail at once. Safe from
+        any thread, more than once."""
+        with self._lock:
+            if self.aborted or self.destroyed:
+                return
+            self.aborted = True
+            sockets = set(self._sockets)
+        native = _native_abort(self.backend)
+        n = _sockets.shutdown(sockets) if sockets else 0
+        log.info("aborted the process group of generation %d (%s): native abort %s, %d sockets shut down",
+                 self.generation, why or "asked", "used" if native else "not available", n)
+
+    def destroy(self):
+        """Destroys the group; call it from the thread that trained in it,
+        after the collectives have returned (an abort makes them return)."""
+        with self._lock:
+            if self.destroyed:
+                return
+            self.destroyed = True
+        import torch.distributed as dist
+
+        try:
+            if dist.is_initialized():
+                dist.destroy_process_group()
+        except Exception as e:  # a group that broke half-way
+            log.warning("destroying the process group of generation %d: %s", self.generation, e)
+        self._store = None
+        gc.collect()  # DDP's reducer and the store hold sockets until collected
+
+
+def _native_abort(backend):
+    """Calls torch's own abort of the default group, where it has one."""
+    try:
+        import torch
+        import torch.distributed as dist
+        from torch.distributed import distributed_c10d as c10d
+    except ImportError:
+        return False
+    fn = getattr(c10d, "_abort_process_group", None)
+    if fn is not None and backend != "gloo":
+        try:
+            fn()
+            return True
+        except Exception as e:
+            log.debug("_abort_process_group: %s", e)
+    if backend != "nccl":
+        return False
+    try:
+        pg = c10d._get_default_group()
+    except Exception:
+        return False
+    candidates = [pg]
+    get_backend = getattr(pg, "_get_backend", None)
+    if get_backend is not None:
+        try:
+            candidates.insert(0, get_backend(torch.device("cuda")))
+        except Exception:
+            pass
+    for obj in candidates:
+        for name in ("abort", "_abort"):
+            fn = getattr(obj, name, None)
+            if fn is None:
+                continue
+            try:
+                fn()
+                return True
+            except Exception as e:
+                log.debug("%s.%s: %s", type(obj).__name__, name, e)
+    del dist
+    return False
+
+
+def _gloo_bound_to(addr):
+    """A ProcessGroupGloo subclass whose device binds to addr, or None when
+    torch cannot build one (then gloo picks its device as usual)."""
+    if not addr or os.environ.get("RINGSIDE_GLOO_BIND", "1") == "0" or os.environ.get("GLOO_SOCKET_IFNAME"):
+        return None
+    try:
+        from torch.distributed import distributed_c10d as c10d
+
+        base = c10d.ProcessGroupGloo
+        base.create_device(hostname=addr)  # fails early if addr does not resolve
+        base._Options  # noqa: B018 - present in 1.13 and 2.x
+    except Exception as e:
+        log.debug("gloo stays on its default device: %s", e)
+        return None
+
+    class BoundGloo(base):
+        def __init__(self, store, rank, size, *args, **kwargs):
+            timeout = kwargs.pop("timeout", args[0] if args else None)
+            opts = base._Options()
+            if timeout is not None:
+                opts._timeout = timeout
+            opts._devices = [base.create_device(hostname=addr)]
+            super().__init__(store, rank, size, opts)
+
+    BoundGloo.__name__ = BoundGloo.__qualname__ = "ProcessGroupGloo"
+    return BoundGloo
+
+
+def _store(r, rank, form_timeout, should_stop):
+    """Rank 0 serves the store at the generation's master port; the others
+    connect, retrying in short attempts so a newer generation stops them."""
+    import torch.distributed as dist
+
+    deadline = time.monotonic() + form_timeout
+    if rank == 0:
+        try:
+            return dist.TCPStore(r.master_addr, r.master_port, None, True, _td(form_timeout), wait_for_workers=False)
+        except Exception as e:
+            raise FormationFailed("serve the store on port %d: %s" % (r.master_port, e)) from e
+    while True:
+        if should_stop():
+            raise FormationAborted("a newer generation arrived while connecting to the store")
+        try:
+            store = dist.TCPStore(r.master_addr, r.master_port, None, False, _td(1.0))
+            store.set_timeout(_td(form_timeout))
+            return store
+        except Exception as e:
+            if time.monotonic() > deadline:
+                raise FormationFailed("the store at %s:%d did not answer within %.0fs: %s"
+                                      % (r.master_addr, r.master_port, form_timeout, e)) from e
+            time.sleep(0.01)
+
+
+def _await_peers(store, world_size, form_timeout, should_stop):
+    store.add("arrived", 1)
+    deadline = time.monotonic() + form_timeout
+    delay = 0.002
+    while True:
+        n = store.add("arrived", 0)
+        if n >= world_size:
+            return
+        if should_stop():
+            raise FormationAborted("a newer generation arrived while waiting for peers")
+        if time.monotonic() > deadline:
+            raise FormationFailed("%d of %d ranks arrived within %.0fs" % (n, world_size, form_timeout))
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def form(r, local_rank, backend=None, timeout=300.0, form_timeout=60.0, should_stop=lambda: False):
+    """Forms generation r's group as the default process group and returns
+    it. timeout is every collective's limit (gloo's and NCCL's own), in
+    seconds; form_timeout bounds the wait for the peers."""
+    import torch.distributed as dist
+    from torch.distributed import distributed_c10d as c10d
+
+    backend = backend or default_backend()
+    rank = r.rank + local_rank
+    if backend == "nccl":
+        for k, v in (r.nccl or {}).items():
+            os.environ.setdefault(k, v)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    before = set(_sockets.fd_inodes())
+    try:
+        store = _store(r, rank, form_timeout, should_stop)
+        prefix = dist.PrefixStore("ringside/%d" % r.generation, store)
+        _await_peers(prefix, r.world_size, form_timeout, should_stop)
+    except (FormationAborted, FormationFailed):
+        raise
+    except Exception as e:  # the store's host went away half-way
+        raise FormationFailed("rendezvous on the store at %s:%d: %s" % (r.master_addr, r.master_port, e)) from e
+    bound = _gloo_bound_to(r.addr) if backend == "gloo" else None
+    orig = getattr(c10d, "ProcessGroupGloo", None)
+    if bound is not None:
+        c10d.ProcessGroupGloo = bound
+    try:
+        dist.init_process_group(backend, store=prefix, rank=rank, world_size=r.world_size, timeout=_td(timeout))
+    except Exception as e:
+        raise FormationFailed("init_process_group (generation %d, rank %d of %d): %s"
+                              % (r.generation, rank, r.world_size, e)) from e
+    finally:
+        if bound is not None:
+            c10d.ProcessGroupGloo = orig
+    group = Group(r.generation, rank, r.world_size, backend, store, before, r.master_port)
+    group.note_sockets()
+    return group

@@ -1,0 +1,329 @@
+"""Live elastic training: run(train_fn, state) keeps a PyTorch job training
+through crashes, preemptions and scale-ups without restarting the process.
+
+    import ringside.elastic as elastic
+
+    state = elastic.State(model, optimizer, epoch=0)
+
+    def train(state):                     # called once per generation
+        ddp = DistributedDataParallel(state.model)
+        while state.step < total_steps:
+            ...forward, backward, optimizer.step()...
+            state.step += 1
+            state.commit()                # cheap; raises to re-form the group
+
+    elastic.run(train, state)             # socket: RINGSIDE_SOCKET by default
+
+run() asks the sidecar for the rendezvous, forms the process group (gloo on
+CPU, NCCL on CUDA) at the ranks, master address and port of the
+generation, syncs the state from the rank with the newest commit, and calls
+train_fn(state). A watcher thread follows the sidecar's events: when a new
+generation is announced (a member died, drained or joined) it aborts the
+group, so a collective blocked on a dead or departing peer fails at once;
+run() then restores the last commit, destroys the group, forms the next one
+and goes on. On a drain (SIGTERM of the pod, a node taint, or SIGTERM of
+this process) the trainer stops after its next commit, waits for the
+generation without its member, and run() returns None: nothing committed
+is lost, because the others go on from the same commit.
+"""
+
+import logging
+import os
+import re
+import signal
+import threading
+import time
+
+from . import _group
+from ._watcher import Heartbeats, Watcher
+from .client import ACTIVE, Client
+from .errors import IncompatibleSidecar, RingsideError, SidecarError, SidecarLost, SidecarUnreachable, StateCorrupt
+from .state import DrainRequested, GenerationChanged, Interrupted, State
+
+__all__ = ["run", "State", "Interrupted", "GenerationChanged", "DrainRequested", "StateCorrupt"]
+
+log = logging.getLogger("ringside")
+
+# Words by which a failed collective's exception is told from a bug in
+# train_fn (which run() re-raises).
+_COLLECTIVE_ERROR = re.compile(
+    r"gloo|nccl|c10d|connection (closed|reset|refused)|closed by peer|broken pipe|timed out|timeout|"
+    r"socket|processgroup|store|abort|connect", re.IGNORECASE)
+_PEER_ADDR = re.compile(r"\[([0-9a-fA-F:.]+)\]:\d+")
+
+
+class _Session:
+    """What State needs from run() while it trains: the watcher's flags and
+    the heartbeat sender."""
+
+    def __init__(self, watcher, beats):
+        self.watcher = watcher
+        self.beats = beats
+
+    def check(self, generation):
+        w = self.watcher
+        if w.lost is not None:
+            raise w.lost
+        if w.draining:
+            raise DrainRequested(w.drain_reason or "drain")
+        if w.newer_than(generation):
+            raise GenerationChanged("generation %d announced" % w.latest)
+
+    def committed(self, state, step_time_s):
+        if self.beats is not None:
+            self.beats.post(state.step, state.samples, step_time_s, state.generation)
+
+
+class _Drained(Exception):
+    pass
+
+
+def run(train_fn, state, socket=None, *, backend=None, local_rank=None, connect_timeout=30.0,
+        timeout=300.0, form_timeout=60.0, reform_after=5.0, handle_sigterm=True):
+    """Trains with train_fn(state) in every generation this member is
+    active in, until train_fn returns (run returns its value) or this
+    member is drained out of the job (run returns None).
+
+    socket is the sidecar's API: a unix socket path or an http:// URL
+    (default RINGSIDE_SOCKET). backend is "gloo" or "nccl" (default: NCCL
+    when CUDA is available). local_rank is which of the member's slots this
+    process is (default LOCAL_RANK, else 0). connect_timeout bounds how long
+    the sidecar may be unreachable (at start, where it may come up after the
+    trainer, and later); timeout is each collective's limit in seconds, the
+    last resort for a hung peer the sidecar has not declared dead;
+    form_timeout bounds the wait for the peers of a new group; a group that
+    broke without a new generation is formed again after reform_after
+    seconds. With handle_sigterm (main thread only), a SIGTERM drains this
+    member instead of killing the process; a second one exits.
+
+    Raises SidecarUnreachable or IncompatibleSidecar at start, SidecarLost
+    when the sidecar goes away for good, StateCorrupt when a sync finds
+    differing state, and whatever train_fn raises that is not a failed
+    collective.
+    """
+    if not isinstance(state, State):
+        raise TypeError("run() needs a ringside.elastic.State, got %s" % type(state).__name__)
+    client = Client(socket)
+    if local_rank is None:
+        local_rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
+    _await_sidecar(client, connect_timeout)
+    watcher = Watcher(client, connect_timeout)
+    watcher.start()
+    beats = Heartbeats(client) if local_rank == 0 else None
+    state._session = _Session(watcher, beats)
+    state.local_rank = local_rank
+    restore_signals = _drain_on_sigterm(client, watcher) if handle_sigterm else (lambda: None)
+    trainer = _Trainer(client, watcher, state, train_fn, local_rank, backend, timeout, form_timeout,
+                       reform_after, connect_timeout)
+    try:
+        return trainer.loop()
+    finally:
+        restore_signals()
+        state._session = None
+        watcher.stop()
+        if beats is not None:
+            beats.stop()
+
+
+class _Trainer:
+    def __init__(self, client, watcher, state, train_fn, local_rank, backend, timeout, form_timeout,
+                 reform_after, connect_timeout):
+        self.client = client
+        self.watcher = watcher
+        self.state = state
+        self.train_fn = train_fn
+        self.local_rank = local_rank
+        self.backend = backend
+        self.timeout = timeout
+        self.form_timeout = form_timeout
+        self.reform_after = reform_after
+        self.connect_timeout = connect_timeout
+        self.failures = 0  # consecutive broken groups of the same generation
+
+    def loop(self):
+        after, limit = 0, None
+        while True:
+            try:
+                r = self.await_generation(after, limit)
+                if r is None:
+                    log.info("no new generation after the group broke; forming generation %d again", after)
+                    r = self.await_generation(after - 1, None)
+            except _Drained:
+                return None
+            after, limit = r.generation, None
+            if r.state != ACTIVE:
+                if self.watcher.draining:
+                    log.info("drained: generation %d leaves this member out (step %d)", r.generation, self.state.committed_step)
+                    return None
+                log.info("not training in generation %d (%s%s); waiting for the next", r.generation, r.state,
+                         ", " + r.reason if r.reason else "")
+                continue
+            if self.watcher.draining:
+                log.info("draining: not training in generation %d; waiting for the one without this member", r.generation)
+                continue
+            if self.local_rank >= r.local_world_size:
+                raise ValueError("LOCAL_RANK %d, but member %s has %d slots: start one trainer per slot with LOCAL_RANK 0 "
+                                 "to %d, or raise the sidecar's --slots" % (self.local_rank, r.member, r.local_world_size,
+                                                                           r.local_world_size - 1))
+            done, result, limit = self.train_generation(r)
+            if done:
+                return result
+
+    def await_generation(self, after, limit):
+        """The first generation above after; None once limit seconds passed
+        without one. Raises _Drained when the sidecar of a draining member
+        has gone, SidecarLost when an active member's sidecar stays away."""
+        deadline = None if limit is None else time.monotonic() + limit
+        failing_since = None
+        while True:
+            if self.watcher.lost is not None:
+                if self.watcher.draining:
+                    raise _Drained()
+                raise self.watcher.lost
+            wait = 30.0
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+                if wait <= 0:
+                    return None
+            try:
+                r = self.client.rendezvous(after=after, timeout=wait)
+            except SidecarUnreachable as e:
+                if self.watcher.draining:
+                    log.info("drained: the sidecar has gone (%s)", e)
+                    raise _Drained() from None
+                failing_since = failing_since or time.monotonic()
+                if time.monotonic() - failing_since > self.connect_timeout:
+                    raise SidecarLost("the sidecar at %s did not answer for %.0fs: %s" % (self.client.address,
+                                                                                      self.connect_timeout, e)) from e
+                self.watcher.wait(0.1)
+                continue
+            failing_since = None
+            if r is not None:
+                return r
+
+    def train_generation(self, r):
+        """Forms r's group, syncs and trains. Returns (done, result, limit):
+        done when train_fn returned; else limit is how long to wait for a
+        newer generation before forming r again (None: no limit)."""
+        state, watcher = self.state, self.watcher
+        stop = lambda: watcher.interrupted(r.generation)  # noqa: E731
+        t0 = time.monotonic()
+        try:
+            group = _group.form(r, self.local_rank, self.backend, self.timeout, self.form_timeout, stop)
+        except _group.FormationAborted as e:
+            log.info("generation %d: %s", r.generation, e)
+            return False, None, None
+        except _group.FormationFailed as e:
+            return False, None, self.broken(r, e)
+        watcher.attach(group, [m.id for m in r.members])
+        state.rank, state.world_size, state.generation, state.member = group.rank, group.world_size, r.generation, r.member
+        try:
+            try:
+                src = state.sync()
+                group.note_sockets()
+                log.info("generation %d: rank %d of %d, formed and synced from rank %d at step %d in %.3fs",
+                         r.generation, group.rank, group.world_size, src, state.step, time.monotonic() - t0)
+                self.failures = 0
+                state.check()
+                return True, self.train_fn(state), None
+            except GenerationChanged:
+                return False, None, None
+            except DrainRequested:
+                # The others block in their next collective until the
+                # generation without this member aborts it; this group
+                # stays up till then so they do not see a broken one.
+                log.info("drain: stopped after the commit of step %d; waiting to be left out", state.committed_step)
+                return False, None, None
+            except (StateCorrupt, SidecarLost, IncompatibleSidecar, KeyboardInterrupt, SystemExit):
+                raise
+            except Exception as e:
+                state.restore()
+                if group.aborted or watcher.interrupted(r.generation):
+                    log.info("generation %d ended: %s", r.generation, _first_line(e))
+                    return False, None, None if watcher.newer_than(r.generation) else self.reform_after
+                if not _COLLECTIVE_ERROR.search(str(e)):
+                    raise
+                self.report(r, e)
+                return False, None, self.broken(r, e)
+        finally:
+            watcher.detach()
+            if watcher.draining and not watcher.newer_than(r.generation) and watcher.lost is None:
+                while not watcher.newer_than(r.generation) and watcher.lost is None:
+                    watcher.wait(0.5)
+            group.destroy()
+
+    def broken(self, r, err):
+        self.failures += 1
+        if self.failures > 10:
+            raise RingsideError("generation %d broke %d times in a row without a new generation: %s"
+                                % (r.generation, self.failures, err)) from err
+        log.warning("generation %d: the group broke (%s); waiting for the next generation", r.generation, _first_line(err))
+        return self.reform_after
+
+    def report(self, r, err):
+        """Tells the sidecar which member the failed collective names, so
+        it checks that member now instead of waiting for gossip."""
+        peers = {m.addr: m.id for m in r.members if m.id != r.member}
+        for addr in _PEER_ADDR.findall(str(err)):
+            peer = peers.get(addr) or peers.get(addr.replace("::ffff:", ""))
+            if peer is None:
+                continue
+            try:
+                self.client.failure(peer, _first_line(err))
+                log.info("reported the failed collective with %s to the sidecar", peer)
+            except RingsideError as e:
+                log.warning("could not report the failed collective with %s: %s", peer, e)
+            return
+
+
+def _first_line(e):
+    s = str(e).strip().splitlines()
+    return (s[0] if s else type(e).__name__)[:300]
+
+
+def _await_sidecar(client, connect_timeout):
+    """Waits until the sidecar answers, at most connect_timeout seconds (in a
+    pod the sidecar may start after the trainer); an incompatible sidecar
+    fails at once."""
+    deadline = time.monotonic() + connect_timeout
+    while True:
+        try:
+            client.ready()
+            return
+        except SidecarUnreachable as e:
+            if time.monotonic() >= deadline:
+                raise SidecarUnreachable(client.address, cause=e.cause, waited=connect_timeout) from None
+            time.sleep(0.1)
+        except SidecarError:
+            return  # it answers; the rendezvous says the rest
+
+
+def _drain_on_sigterm(client, watcher):
+    """Turns the first SIGTERM (or SIGINT) into a drain; a second one ends
+    the process. Returns a function restoring the previous handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {}
+    asked = []
+
+    def leave():
+        try:
+            client.leave()
+        except RingsideError as e:
+            log.warning("asked to stop, but the sidecar did not take the leave request: %s", e)
+
+    def handler(signum, frame):
+        if asked:
+            raise SystemExit(128 + signum)
+        asked.append(signum)
+        log.info("%s: draining this member", signal.Signals(signum).name)
+        threading.Thread(target=leave, name="ringside-leave", daemon=True).start()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous[sig] = signal.signal(sig, handler)
+
+    def restore():
+        for sig, h in previous.items():
+            signal.signal(sig, h)
+
+    return restore

@@ -1,0 +1,51 @@
+"""Exceptions of the ringside client; callers branch on these types."""
+
+
+class RingsideError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class SidecarUnreachable(RingsideError):
+    """The sidecar's API does not answer at the configured address.
+
+    The message names the socket (or URL) and what to start or set.
+    """
+
+    def __init__(self, address, cause=None, waited=None):
+        self.address = address
+        self.cause = cause
+        how = "unix socket %s" % address if not address.startswith(("http://", "https://")) else address
+        msg = "no ringside sidecar answers at %s" % how
+        if waited:
+            msg += " (tried for %.0fs)" % waited
+        if cause is not None:
+            msg += ": %s" % (cause,)
+        msg += (
+            "; start `ringside sidecar --socket %s` next to this trainer, or point "
+            "RINGSIDE_SOCKET (or socket=) at the socket it serves" % address
+        )
+        super().__init__(msg)
+
+
+class IncompatibleSidecar(RingsideError):
+    """The sidecar speaks another version of the trainer API."""
+
+
+class SidecarError(RingsideError):
+    """The sidecar answered with an error status; .status and .message hold it."""
+
+    def __init__(self, method, path, status, message):
+        self.status = status
+        self.message = message
+        super().__init__("%s %s: sidecar answered %d: %s" % (method, path, status, message))
+
+
+class StateCorrupt(RingsideError):
+    """A state broadcast during sync arrived corrupt or partial, or ranks hold
+    different parameters after it. Training never goes on from such a state."""
+
+
+class SidecarLost(RingsideError):
+    """The sidecar stopped answering for longer than the connect timeout: a
+    trainer without its sidecar is out of the job (its lease runs out) and
+    must not train on by itself."""

@@ -1,0 +1,142 @@
+import os
+import tempfile
+import threading
+import time
+import unittest
+
+from fakesidecar import FakeJob, FakeSidecar
+
+from ringside.client import Client, Rendezvous
+from ringside.errors import IncompatibleSidecar, SidecarError, SidecarUnreachable
+
+
+class ClientTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="ringside-client-")
+        self.path = os.path.join(self.dir, "s.sock")
+        self.job = FakeJob(addrs={"w0": "127.0.0.2", "w1": "127.0.0.3"})
+        self.sc = FakeSidecar(self.path, self.job, member="w1")
+        self.addCleanup(self.sc.close)
+        self.c = Client(self.path)
+
+    def test_rendezvous_returns_the_members_view(self):
+        self.job.commit(["w0", "w1"])
+        r = self.c.rendezvous(after=0, timeout=1)
+        self.assertEqual((r.generation, r.member, r.state, r.rank, r.world_size), (1, "w1", "active", 1, 2))
+        self.assertEqual((r.master_addr, r.addr), ("127.0.0.2", "127.0.0.3"))
+        self.assertEqual([m.id for m in r.members], ["w0", "w1"])
+
+    def test_rendezvous_long_polls_and_returns_none_on_timeout(self):
+        self.job.commit(["w0"])
+        t0 = time.monotonic()
+        self.assertIsNone(self.c.rendezvous(after=1, timeout=0.3))
+        self.assertGreaterEqual(time.monotonic() - t0, 0.25)
+        threading.Timer(0.1, lambda: self.job.commit(["w0", "w1"])).start()
+        r = self.c.rendezvous(after=1, timeout=5)
+        self.assertEqual(r.generation, 2)
+
+    def test_events_stream_generations_and_drains(self):
+        self.job.commit(["w1"])
+        stream = self.c.events()
+        got = []
+        done = threading.Event()
+
+        def read():
+            for e in stream:
+                got.append(e)
+                if e.type == "drain":
+                    done.set()
+
+        t = threading.Thread(target=read, daemon=True)
+        t.start()
+        self.job.commit(["w0", "w1"])
+        self.sc.member_dead("w0")
+        self.sc.drain("SIGTERM")
+        self.assertTrue(done.wait(5))
+        stream.close()
+        t.join(5)
+        self.assertFalse(t.is_alive(), "close() did not end the iteration")
+        self.assertEqual([e.type for e in got], ["generation", "generation", "member_dead", "drain"])
+        self.assertEqual(got[1].generation.generation, 2)
+        self.assertEqual((got[2].member, got[3].reason), ("w0", "SIGTERM"))
+
+    def test_heartbeat_failure_leave(self):
+        self.c.heartbeat(step=3, samples=96, step_time_s=0.05, generation=2)
+        self.c.failure("w0", "Connection closed by peer [127.0.0.2]:1234")
+        self.c.leave()
+        self.assertEqual(self.sc.heartbeats, [{"step": 3, "samples": 96, "step_time_s": 0.05, "generation": 2}])
+        self.assertEqual(self.sc.failures[0]["peer"], "w0")
+        self.assertEqual(self.sc.leaves, 1)
+
+    def test_error_answers_carry_the_sidecars_message(self):
+        with self.assertRaises(SidecarError) as cm:
+            self.c.failure("")
+        self.assertEqual(cm.exception.status, 400)
+        self.assertIn("peer is empty", str(cm.exception))
+
+    def test_ready(self):
+        self.assertFalse(self.c.ready())
+        self.job.commit(["w1"])
+        self.assertTrue(self.c.ready())
+
+
+class BadSidecarTest(unittest.TestCase):
+    def test_missing_socket_names_it_and_says_what_to_start(self):
+        path = os.path.join(tempfile.mkdtemp(), "nothing.sock")
+        with self.assertRaises(SidecarUnreachable) as cm:
+            Client(path).rendezvous(timeout=0)
+        msg = str(cm.exception)
+        self.assertIn(path, msg)
+        self.assertIn("ringside sidecar --socket", msg)
+        self.assertIn("does not exist", msg)
+
+    def test_stale_socket(self):
+        import socket
+
+        path = os.path.join(tempfile.mkdtemp(), "stale.sock")
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(path)
+        s.close()  # the file stays, nobody listens
+        with self.assertRaises(SidecarUnreachable) as cm:
+            Client(path).ready()
+        self.assertIn("refused", str(cm.exception))
+
+    def test_other_api_version_is_refused(self):
+        for version in ("v2", None):
+            with self.subTest(version=version):
+                d = {"api_version": version, "generation": 1, "member": "w0", "state": "active"}
+                with self.assertRaises(IncompatibleSidecar) as cm:
+                    Rendezvous.from_json(d, "/x.sock")
+                self.assertIn("same API version", str(cm.exception))
+
+    def test_sidecar_serving_another_version_is_refused(self):
+        path = os.path.join(tempfile.mkdtemp(), "v2.sock")
+        sc = FakeSidecar(path, api_version="v2")
+        self.addCleanup(sc.close)
+        sc.job.commit(["w0"])
+        with self.assertRaises(IncompatibleSidecar) as cm:
+            Client(path).rendezvous(timeout=0)
+        self.assertIn("v1", str(cm.exception))
+
+    def test_tcp_url(self):
+        import http.server
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                body = b'{"status":"ready"}'
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.shutdown)
+        self.assertTrue(Client("http://127.0.0.1:%d" % srv.server_address[1]).ready())
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,89 @@
+"""A small live-mode trainer for the tests: an MLP under
+DistributedDataParallel through ringside.elastic.run, one JSON line per
+step on stdout. TEST_CORRUPT=payload|params makes this rank's sync go
+wrong on purpose."""
+
+import argparse
+import faulthandler
+import json
+import logging
+import os
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
+
+from ringside import elastic  # noqa: E402
+from ringside import state as state_mod  # noqa: E402
+
+
+def emit(**kv):
+    kv["t"] = time.time()
+    sys.stdout.write(json.dumps(kv) + "\n")
+    sys.stdout.flush()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--socket", required=True)
+    p.add_argument("--steps", type=int, default=0)
+    p.add_argument("--step-time", type=float, default=0.02)
+    p.add_argument("--connect-timeout", type=float, default=10)
+    a = p.parse_args()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    state = elastic.State(model, opt, epoch=0)
+    w_true = torch.linspace(-1, 1, 8).unsqueeze(1)
+
+    corrupt = os.environ.get("TEST_CORRUPT")
+    if corrupt == "payload":
+        state_mod._received = lambda b: b[:-1] + bytes([b[-1] ^ 0xFF])
+    elif corrupt == "params":
+        orig = state.restore
+
+        def restore():
+            orig()
+            with torch.no_grad():
+                next(state.model.parameters()).add_(1e-3)
+        state.restore = restore
+
+    def train(state):
+        emit(event="ring", generation=state.generation, rank=state.rank, world=state.world_size,
+             step=state.step, checksum=state.checksum())
+        ddp = DistributedDataParallel(state.model)
+        while a.steps == 0 or state.step < a.steps:
+            step = state.step + 1
+            g = torch.Generator().manual_seed(step * 1000 + state.rank)
+            x = torch.randn(32, 8, generator=g)
+            loss = nn.functional.mse_loss(ddp(x), x @ w_true)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            time.sleep(a.step_time)
+            state.step, state.samples = step, state.samples + 32
+            emit(step=step, generation=state.generation, rank=state.rank, world=state.world_size, sum_ok=True,
+                 loss=loss.item(), checksum=state.checksum())
+            state.commit()
+        return state.step
+
+    try:
+        out = elastic.run(train, state, socket=a.socket, connect_timeout=a.connect_timeout, reform_after=2.0,
+                          form_timeout=20.0)
+    except elastic.StateCorrupt as e:
+        print("StateCorrupt:", e, file=sys.stderr)
+        return 4
+    emit(event="exit", result=out, step=state.step)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
