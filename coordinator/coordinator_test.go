@@ -94,10 +94,11 @@ func TestLeaderCrashDuringCommitIsFencedOff(t *testing.T) {
 	})
 	jb := newTestJob(t, client)
 	a := join(t, ja, "a")
+	leaderOf(t, a) // campaigns run in the background: let a win before b runs
 	b := join(t, jb, "b")
 	await(t, b, "a and b", hasIDs("a", "b"))
 	if leaderOf(t, a, b) != a {
-		t.Fatal("a joined first but does not lead")
+		t.Fatal("a campaigned first but does not lead")
 	}
 	armed.Store(true) // the leader goroutine is idle; the join below wakes it
 	join(t, jb, "c")
@@ -297,11 +298,12 @@ func TestMalformedValuesAreReportedAndIgnored(t *testing.T) {
 
 func TestRevokeIsForTheLeaderOrOfTheLeader(t *testing.T) {
 	j, _ := testJob(t, func(c *Config) { c.TTL = 60 * time.Second })
-	a, b, c := join(t, j, "a"), join(t, j, "b"), join(t, j, "c")
+	a := join(t, j, "a")
+	leaderOf(t, a) // campaigns run in the background: let a win first
+	b, c := join(t, j, "b"), join(t, j, "c")
 	await(t, c, "all three", hasIDs("a", "b", "c"))
-	leader := leaderOf(t, a, b, c)
-	if leader != a {
-		t.Fatalf("%s leads, want a (first to join)", leader.ID())
+	if leader := leaderOf(t, a, b, c); leader != a {
+		t.Fatalf("%s leads, want a (first to campaign)", leader.ID())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
