@@ -23,9 +23,16 @@ import threading
 import time
 
 from . import _sockets
+from . import _store as _store_mod
 from .errors import RingsideError
 
 log = logging.getLogger("ringside")
+
+
+# After an abort, the sockets opened since formation are shut down again
+# this often while the training thread has not returned, this many times.
+_ESCALATE_EVERY_S = 0.5
+_ESCALATE_ROUNDS = 20
 
 
 class FormationAborted(RingsideError):
@@ -50,12 +57,13 @@ def default_backend():
 class Group:
     """A formed process group: the default group of torch.distributed."""
 
-    def __init__(self, generation, rank, world_size, backend, store, before, master_port):
+    def __init__(self, generation, rank, world_size, backend, server, store, before, master_port):
         self.generation = generation
         self.rank = rank
         self.world_size = world_size
         self.backend = backend
         self.master_port = master_port
+        self._server = server
         self._store = store
         self._before = before
         self._sockets = set()
@@ -63,13 +71,19 @@ class Group:
         self.aborted = False
         self.destroyed = False
 
-    def note_sockets(self):
-        """Records the group's TCP sockets: those this process opened since
-        formation began, less the store's. Call it once the group has run a
-        collective (gloo may connect lazily in torch 2.x)."""
+    def formed(self):
+        """Call once the group has run a collective on every rank: closes
+        this rank's store connection (nothing needs the store until the
+        next group) and records the group's TCP sockets, those this
+        process opened since formation began less the store's (gloo may
+        connect lazily in torch 2.x)."""
+        self._store.close()
         if self.backend != "gloo" or not _sockets.supported():
             return
         found = _sockets.group_sockets(self._before, exclude_port=self.master_port)
+        fds = _sockets.fd_inodes()
+        log.info("DBG generation %d: group sockets %s; new descriptors %s; before %d", self.generation, sorted(found),
+                  {ino: _sockets.endpoints(fd) for ino, fd in fds.items() if ino not in self._before}, len(self._before))
         with self._lock:
             self._sockets = found
         if self.aborted:
@@ -87,6 +101,25 @@ class Group:
         n = _sockets.shutdown(sockets) if sockets else 0
         log.info("aborted the process group of generation %d (%s): native abort %s, %d sockets shut down",
                  self.generation, why or "asked", "used" if native else "not available", n)
+        if self.backend == "gloo" and _sockets.supported():
+            threading.Thread(target=self._keep_aborting, name="ringside-abort", daemon=True).start()
+
+    def _keep_aborting(self):
+        """While the training thread has not come back to destroy the group,
+        shuts down every TCP socket opened since the group began to form
+        (less the store's), in case a collective waits on one the first
+        pass did not know: gloo in torch 2.x may connect lazily."""
+        for _ in range(_ESCALATE_ROUNDS):
+            time.sleep(_ESCALATE_EVERY_S)
+            with self._lock:
+                if self.destroyed:
+                    return
+            found = _sockets.group_sockets(self._before, exclude_port=self.master_port)
+            fds = _sockets.fd_inodes()
+            log.info("DBG all descriptors %s", {ino: (ino in self._before, _sockets.endpoints(fd)) for ino, fd in fds.items()})
+            n = _sockets.shutdown(found)
+            log.warning("generation %d: still in a collective %.1fs after the abort; shut down %d more sockets",
+                        self.generation, _ESCALATE_EVERY_S, n)
 
     def destroy(self):
         """Destroys the group; call it from the thread that trained in it,
@@ -102,8 +135,11 @@ class Group:
                 dist.destroy_process_group()
         except Exception as e:  # a group that broke half-way
             log.warning("destroying the process group of generation %d: %s", self.generation, e)
-        self._store = None
-        gc.collect()  # DDP's reducer and the store hold sockets until collected
+        self._store.close()
+        if self._server is not None:
+            self._server.close()
+        self._store = self._server = None
+        gc.collect()  # DDP's reducer holds the group until collected
 
 
 def _native_abort(backend):
@@ -177,28 +213,24 @@ def _gloo_bound_to(addr):
 
 
 def _store(r, rank, form_timeout, should_stop):
-    """Rank 0 serves the store at the generation's master port; the others
-    connect, retrying in short attempts so a newer generation stops them."""
-    import torch.distributed as dist
-
-    deadline = time.monotonic() + form_timeout
+    """Rank 0 serves the store at the generation's master port; every rank
+    connects to it, retrying while rank 0's server comes up."""
+    server = None
     if rank == 0:
         try:
-            return dist.TCPStore(r.master_addr, r.master_port, None, True, _td(form_timeout), wait_for_workers=False)
-        except Exception as e:
-            raise FormationFailed("serve the store on port %d: %s" % (r.master_port, e)) from e
-    while True:
+            server = _store_mod.Server(r.master_addr, r.master_port)
+        except _store_mod.StoreError as e:
+            raise FormationFailed(str(e)) from e
+    client = _store_mod.make_client(r.master_addr, r.master_port, form_timeout, should_stop)
+    try:
+        client.connect(time.monotonic() + form_timeout)
+    except _store_mod.StoreError as e:
+        if server is not None:
+            server.close()
         if should_stop():
-            raise FormationAborted("a newer generation arrived while connecting to the store")
-        try:
-            store = dist.TCPStore(r.master_addr, r.master_port, None, False, _td(1.0))
-            store.set_timeout(_td(form_timeout))
-            return store
-        except Exception as e:
-            if time.monotonic() > deadline:
-                raise FormationFailed("the store at %s:%d did not answer within %.0fs: %s"
-                                      % (r.master_addr, r.master_port, form_timeout, e)) from e
-            time.sleep(0.01)
+            raise FormationAborted(str(e)) from e
+        raise FormationFailed(str(e)) from e
+    return server, client
 
 
 def _await_peers(store, world_size, form_timeout, should_stop):
@@ -232,26 +264,26 @@ def form(r, local_rank, backend=None, timeout=300.0, form_timeout=60.0, should_s
     if dist.is_initialized():
         dist.destroy_process_group()
     before = set(_sockets.fd_inodes())
-    try:
-        store = _store(r, rank, form_timeout, should_stop)
-        prefix = dist.PrefixStore("ringside/%d" % r.generation, store)
-        _await_peers(prefix, r.world_size, form_timeout, should_stop)
-    except (FormationAborted, FormationFailed):
-        raise
-    except Exception as e:  # the store's host went away half-way
-        raise FormationFailed("rendezvous on the store at %s:%d: %s" % (r.master_addr, r.master_port, e)) from e
+    server, store = _store(r, rank, form_timeout, should_stop)
     bound = _gloo_bound_to(r.addr) if backend == "gloo" else None
     orig = getattr(c10d, "ProcessGroupGloo", None)
-    if bound is not None:
-        c10d.ProcessGroupGloo = bound
     try:
+        prefix = dist.PrefixStore("ringside/%d" % r.generation, store)
+        _await_peers(prefix, r.world_size, form_timeout, should_stop)
+        if bound is not None:
+            c10d.ProcessGroupGloo = bound
         dist.init_process_group(backend, store=prefix, rank=rank, world_size=r.world_size, timeout=_td(timeout))
     except Exception as e:
-        raise FormationFailed("init_process_group (generation %d, rank %d of %d): %s"
-                              % (r.generation, rank, r.world_size, e)) from e
+        store.close()
+        if server is not None:
+            server.close()
+        if isinstance(e, (FormationAborted, FormationFailed)):
+            raise
+        if should_stop():
+            raise FormationAborted("a newer generation was announced while the group formed") from e
+        raise FormationFailed("forming generation %d (rank %d of %d, store %s:%d): %s"
+                              % (r.generation, rank, r.world_size, r.master_addr, r.master_port, e)) from e
     finally:
         if bound is not None:
             c10d.ProcessGroupGloo = orig
-    group = Group(r.generation, rank, r.world_size, backend, store, before, r.master_port)
-    group.note_sockets()
-    return group
+    return Group(r.generation, rank, r.world_size, backend, server, store, before, r.master_port)

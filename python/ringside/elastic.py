@@ -220,7 +220,7 @@ class _Trainer:
         try:
             try:
                 src = state.sync()
-                group.note_sockets()
+                group.formed()
                 log.info("generation %d: rank %d of %d, formed and synced from rank %d at step %d in %.3fs",
                          r.generation, group.rank, group.world_size, src, state.step, time.monotonic() - t0)
                 self.failures = 0
