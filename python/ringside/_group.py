@@ -29,10 +29,9 @@ from .errors import RingsideError
 log = logging.getLogger("ringside")
 
 
-# After an abort, the sockets opened since formation are shut down again
-# this often while the training thread has not returned, this many times.
-_ESCALATE_EVERY_S = 0.5
-_ESCALATE_ROUNDS = 20
+# A training thread still in the aborted group after this long is stuck in
+# a collective that only its timeout ends; worth a warning.
+_STUCK_WARN_S = 3.0
 
 
 class FormationAborted(RingsideError):
@@ -57,8 +56,9 @@ def default_backend():
 class Group:
     """A formed process group: the default group of torch.distributed."""
 
-    def __init__(self, generation, rank, world_size, backend, server, store, before, master_port):
+    def __init__(self, generation, rank, world_size, backend, server, store, before, master_port, timeout_s):
         self.generation = generation
+        self.timeout_s = timeout_s
         self.rank = rank
         self.world_size = world_size
         self.backend = backend
@@ -81,9 +81,6 @@ class Group:
         if self.backend != "gloo" or not _sockets.supported():
             return
         found = _sockets.group_sockets(self._before, exclude_port=self.master_port)
-        fds = _sockets.fd_inodes()
-        log.info("DBG generation %d: group sockets %s; new descriptors %s; before %d", self.generation, sorted(found),
-                  {ino: _sockets.endpoints(fd) for ino, fd in fds.items() if ino not in self._before}, len(self._before))
         with self._lock:
             self._sockets = found
         if self.aborted:
@@ -101,25 +98,21 @@ class Group:
         n = _sockets.shutdown(sockets) if sockets else 0
         log.info("aborted the process group of generation %d (%s): native abort %s, %d sockets shut down",
                  self.generation, why or "asked", "used" if native else "not available", n)
-        if self.backend == "gloo" and _sockets.supported():
-            threading.Thread(target=self._keep_aborting, name="ringside-abort", daemon=True).start()
+        threading.Thread(target=self._watch_abort, name="ringside-abort", daemon=True).start()
 
-    def _keep_aborting(self):
-        """While the training thread has not come back to destroy the group,
-        shuts down every TCP socket opened since the group began to form
-        (less the store's), in case a collective waits on one the first
-        pass did not know: gloo in torch 2.x may connect lazily."""
-        for _ in range(_ESCALATE_ROUNDS):
-            time.sleep(_ESCALATE_EVERY_S)
+    def _watch_abort(self):
+        """Warns when the training thread has not come back from the aborted
+        group: gloo (torch 1.13) can miss the failure of an operation that
+        was being posted as the connection went down, and then gives up
+        only at the collective timeout."""
+        deadline = time.monotonic() + _STUCK_WARN_S
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
             with self._lock:
                 if self.destroyed:
                     return
-            found = _sockets.group_sockets(self._before, exclude_port=self.master_port)
-            fds = _sockets.fd_inodes()
-            log.info("DBG all descriptors %s", {ino: (ino in self._before, _sockets.endpoints(fd)) for ino, fd in fds.items()})
-            n = _sockets.shutdown(found)
-            log.warning("generation %d: still in a collective %.1fs after the abort; shut down %d more sockets",
-                        self.generation, _ESCALATE_EVERY_S, n)
+        log.warning("generation %d: a collective is still blocked %.0fs after the abort; gloo will give it up at the "
+                    "collective timeout (%.0fs), then the group re-forms", self.generation, _STUCK_WARN_S, self.timeout_s)
 
     def destroy(self):
         """Destroys the group; call it from the thread that trained in it,
@@ -249,7 +242,7 @@ def _await_peers(store, world_size, form_timeout, should_stop):
         delay = min(delay * 2, 0.05)
 
 
-def form(r, local_rank, backend=None, timeout=300.0, form_timeout=60.0, should_stop=lambda: False):
+def form(r, local_rank, backend=None, timeout=60.0, form_timeout=60.0, should_stop=lambda: False):
     """Forms generation r's group as the default process group and returns
     it. timeout is every collective's limit (gloo's and NCCL's own), in
     seconds; form_timeout bounds the wait for the peers."""
@@ -286,4 +279,4 @@ def form(r, local_rank, backend=None, timeout=300.0, form_timeout=60.0, should_s
     finally:
         if bound is not None:
             c10d.ProcessGroupGloo = orig
-    return Group(r.generation, rank, r.world_size, backend, server, store, before, r.master_port)
+    return Group(r.generation, rank, r.world_size, backend, server, store, before, r.master_port, timeout)

@@ -79,7 +79,7 @@ class _Drained(Exception):
 
 
 def run(train_fn, state, socket=None, *, backend=None, local_rank=None, connect_timeout=30.0,
-        timeout=300.0, form_timeout=60.0, reform_after=5.0, handle_sigterm=True):
+        timeout=60.0, form_timeout=60.0, reform_after=5.0, handle_sigterm=True):
     """Trains with train_fn(state) in every generation this member is
     active in, until train_fn returns (run returns its value) or this
     member is drained out of the job (run returns None).
@@ -89,8 +89,12 @@ def run(train_fn, state, socket=None, *, backend=None, local_rank=None, connect_
     when CUDA is available). local_rank is which of the member's slots this
     process is (default LOCAL_RANK, else 0). connect_timeout bounds how long
     the sidecar may be unreachable (at start, where it may come up after the
-    trainer, and later); timeout is each collective's limit in seconds, the
-    last resort for a hung peer the sidecar has not declared dead;
+    trainer, and later); timeout is each collective's limit in seconds: the
+    last resort for a silent peer nobody declared dead, and for gloo (torch
+    1.13) missing the failure of an operation posted just as its connection
+    went down, which it then gives up only at this timeout. A rank that
+    waits longer than timeout for a slow peer in a collective is taken for
+    a broken group: the group re-forms from the last commit;
     form_timeout bounds the wait for the peers of a new group; a group that
     broke without a new generation is formed again after reform_after
     seconds. With handle_sigterm (main thread only), a SIGTERM drains this

@@ -15,7 +15,10 @@ from fakesidecar import FakeJob, FakeSidecar
 from torchreq import require_torch
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
-RESUME_BOUND_S = 10.0  # generous for 2 loaded cores; typical is well under 1 s
+# Typically well under a second; the bound allows for 2 loaded cores and
+# for the collective timeout (worker.COLLECTIVE_TIMEOUT_S), which ends the
+# rare collective gloo leaves blocked after a connection failure.
+RESUME_BOUND_S = 20.0
 
 
 class Harness:
@@ -231,10 +234,11 @@ class BadInputTest(unittest.TestCase):
 
     def test_no_sidecar_fails_at_once_naming_the_socket(self):
         from ringside import elastic
+        from ringside.errors import SidecarUnreachable
 
         path = os.path.join(tempfile.mkdtemp(), "absent.sock")
         t0 = time.monotonic()
-        with self.assertRaises(elastic.SidecarUnreachable if hasattr(elastic, "SidecarUnreachable") else Exception) as cm:
+        with self.assertRaises(SidecarUnreachable) as cm:
             elastic.run(lambda s: None, self.state(), socket=path, connect_timeout=0.2)
         self.assertLess(time.monotonic() - t0, 2)
         self.assertIn(path, str(cm.exception))

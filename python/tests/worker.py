@@ -22,6 +22,10 @@ from ringside import elastic  # noqa: E402
 from ringside import state as state_mod  # noqa: E402
 
 
+# Bounds a rank's wait when gloo misses a connection's failure (see run()).
+COLLECTIVE_TIMEOUT_S = 8.0
+
+
 def emit(**kv):
     kv["t"] = time.time()
     sys.stdout.write(json.dumps(kv) + "\n")
@@ -77,7 +81,7 @@ def main():
 
     try:
         out = elastic.run(train, state, socket=a.socket, connect_timeout=a.connect_timeout, reform_after=2.0,
-                          form_timeout=20.0)
+                          form_timeout=20.0, timeout=COLLECTIVE_TIMEOUT_S)
     except elastic.StateCorrupt as e:
         print("StateCorrupt:", e, file=sys.stderr)
         return 4
