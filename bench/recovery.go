@@ -13,29 +13,27 @@ import (
 
 // RecoveryConfig sizes the recovery benchmark.
 type RecoveryConfig struct {
-	Trainer string // "go"
-	// TrainerBin is the ring trainer binary; empty looks for ringtrainer
-	// next to this executable, then in PATH.
-	TrainerBin string
-	Workers    int
-	Kills      int
+	// TrainerSpec picks the trainer (go or pytorch) and its mode.
+	TrainerSpec
+	Workers int
+	Kills   int
 	// Fault is "kill" (SIGKILL) or "stop" (SIGSTOP: a silent peer).
-	Fault    string
-	StepTime time.Duration
-	Settle   time.Duration
-	Timeout  time.Duration
+	Fault   string
+	Settle  time.Duration
+	Timeout time.Duration
 }
 
 // DefaultRecoveryConfig is what `ringside bench recovery` runs.
 func DefaultRecoveryConfig() RecoveryConfig {
-	return RecoveryConfig{Trainer: "go", Workers: 8, Kills: 8, Fault: "kill",
-		StepTime: 50 * time.Millisecond, Settle: 500 * time.Millisecond, Timeout: 15 * time.Minute}
+	return RecoveryConfig{TrainerSpec: TrainerSpec{Trainer: "go", Mode: "live", Python: DefaultPython, StepTime: 50 * time.Millisecond},
+		Workers: 8, Kills: 8, Fault: "kill", Settle: 500 * time.Millisecond, Timeout: 15 * time.Minute}
 }
 
 // RecoveryResult is one run of the recovery benchmark.
 type RecoveryResult struct {
 	Bench            string  `json:"bench"`
 	Trainer          string  `json:"trainer"`
+	Mode             string  `json:"mode,omitempty"`
 	Fault            string  `json:"fault"`
 	Workers          int     `json:"workers"`
 	Kills            int     `json:"kills"`
@@ -46,7 +44,8 @@ type RecoveryResult struct {
 	SettleS          float64 `json:"settle_s"`
 }
 
-// Recovery runs Workers workers (sidecar + Go ring trainer) on an embedded
+// Recovery runs Workers workers (sidecar + trainer: the Go ring trainer, or
+// the PyTorch example in live or restart mode) on an embedded
 // etcd; Kills times it SIGKILLs (or SIGSTOPs) one worker, rotating the
 // victim through the ring's ranks (rank 0 and the leader's included), and
 // times from the fault until every survivor finished a step at the smaller
@@ -54,18 +53,14 @@ type RecoveryResult struct {
 // its first step in the full ring. Last, one worker drains and the
 // survivors' step counters are checked for redone steps.
 func Recovery(ctx context.Context, cfg RecoveryConfig, progress io.Writer) (RecoveryResult, error) {
-	if cfg.Trainer != "go" {
-		return RecoveryResult{}, fmt.Errorf("trainer %q: only \"go\" is available", cfg.Trainer)
-	}
 	if cfg.Fault != "kill" && cfg.Fault != "stop" {
 		return RecoveryResult{}, fmt.Errorf("fault %q: want kill or stop", cfg.Fault)
 	}
 	if cfg.Workers < 3 || cfg.Kills < 1 {
 		return RecoveryResult{}, errors.New("need at least 3 workers and 1 kill")
 	}
-	bin, err := localjob.FindTrainer(cfg.TrainerBin)
-	if err != nil {
-		return RecoveryResult{}, err
+	if cfg.Mode == "restart" && cfg.Fault == "stop" {
+		return RecoveryResult{}, errors.New("fault stop freezes the worker's processes, but `ringside exec` runs the script in its own process group: use --fault kill in restart mode")
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
@@ -74,8 +69,12 @@ func Recovery(ctx context.Context, cfg RecoveryConfig, progress io.Writer) (Reco
 		return RecoveryResult{}, err
 	}
 	defer os.RemoveAll(dir)
+	trainer, err := cfg.command(dir)
+	if err != nil {
+		return RecoveryResult{}, err
+	}
 	job, err := localjob.Start(ctx, localjob.Config{
-		Trainer: []string{bin, "--step-time", cfg.StepTime.String()},
+		Trainer: trainer,
 		Job:     "recovery", Dir: dir,
 		SidecarArgs: []string{"--settle", cfg.Settle.String()},
 	})
@@ -95,7 +94,7 @@ func Recovery(ctx context.Context, cfg RecoveryConfig, progress io.Writer) (Reco
 		return RecoveryResult{}, err
 	}
 
-	res := RecoveryResult{Bench: "recovery", Trainer: cfg.Trainer, Fault: cfg.Fault, Workers: cfg.Workers,
+	res := RecoveryResult{Bench: "recovery", Trainer: cfg.Trainer, Mode: cfg.Mode, Fault: cfg.Fault, Workers: cfg.Workers,
 		Kills: cfg.Kills, SettleS: cfg.Settle.Seconds()}
 	var resumes, joins []float64
 	for k := range cfg.Kills {

@@ -15,7 +15,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Measure ringside against its targets; each prints one JSON line last",
 	}
-	cmd.AddCommand(newBenchRendezvousCmd(), newBenchDetectCmd(), newBenchRecoveryCmd())
+	cmd.AddCommand(newBenchRendezvousCmd(), newBenchDetectCmd(), newBenchRecoveryCmd(), newBenchGoodputCmd())
 	return cmd
 }
 
@@ -109,9 +109,16 @@ then SIGKILLs (--fault kill) or SIGSTOPs (--fault stop) one worker at a time,
 rotating through the ranks, and measures from the fault until every survivor
 finished a step at the smaller world size. A new worker replaces each victim
 (join_to_train: its start to its first step in the full ring). Last, one
-worker drains; drain_lost_steps counts steps the survivors had to redo.`,
+worker drains; drain_lost_steps counts steps the survivors had to redo.
+
+--trainer pytorch runs examples/pytorch/train.py (an MLP under
+DistributedDataParallel, gloo on CPU) with Debian's python3-torch: in live
+mode through ringside.elastic.run, in restart mode (--mode restart) under
+` + "`ringside exec`" + `, restarted from its checkpoint on every generation.`,
 		Example: `  ringside bench recovery --trainer go --workers 8 --kills 8 --json
-  ringside bench recovery --trainer go --workers 8 --kills 4 --fault stop --json`,
+  ringside bench recovery --trainer go --workers 8 --kills 4 --fault stop --json
+  ringside bench recovery --trainer pytorch --workers 8 --kills 8 --json
+  ringside bench recovery --trainer pytorch --workers 4 --kills 3 --mode restart --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			res, err := bench.Recovery(cmd.Context(), cfg, os.Stderr)
@@ -124,12 +131,60 @@ worker drains; drain_lost_steps counts steps the survivors had to redo.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Trainer, "trainer", cfg.Trainer, "trainer: go (the ring all-reduce trainer)")
-	f.StringVar(&cfg.TrainerBin, "trainer-bin", "", "ring trainer binary (default: ringtrainer next to ringside, or in PATH)")
+	trainerFlags(cmd, &cfg.TrainerSpec)
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "workers")
 	f.IntVar(&cfg.Kills, "kills", cfg.Kills, "faults, one at a time")
 	f.StringVar(&cfg.Fault, "fault", cfg.Fault, "kill (SIGKILL) or stop (SIGSTOP, a silent peer)")
-	f.DurationVar(&cfg.StepTime, "step-time", cfg.StepTime, "the trainers' simulated compute per step")
+	f.DurationVar(&cfg.Settle, "settle", cfg.Settle, "the leader's settle window for joins")
+	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up after this long")
+	f.BoolVar(&asJSON, "json", false, "print the result as one JSON line")
+	return cmd
+}
+
+// trainerFlags are the flags that pick a benchmark's trainer.
+func trainerFlags(cmd *cobra.Command, spec *bench.TrainerSpec) {
+	f := cmd.Flags()
+	f.StringVar(&spec.Trainer, "trainer", spec.Trainer, "trainer: go (the ring all-reduce trainer) or pytorch (examples/pytorch/train.py)")
+	f.StringVar(&spec.Mode, "mode", spec.Mode, "live (the trainer re-forms in place) or restart (pytorch only: under `ringside exec`)")
+	f.StringVar(&spec.TrainerBin, "trainer-bin", "", "ring trainer binary (default: ringtrainer next to ringside, or in PATH)")
+	f.StringVar(&spec.Python, "python", spec.Python, "the Python with torch that runs the pytorch trainer")
+	f.StringVar(&spec.Script, "trainer-script", "", "the pytorch trainer (default: examples/pytorch/train.py here or next to ringside)")
+	f.DurationVar(&spec.StepTime, "step-time", spec.StepTime, "the trainers' simulated compute per step")
+}
+
+func newBenchGoodputCmd() *cobra.Command {
+	cfg := bench.DefaultGoodputConfig()
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "goodput",
+		Short: "Fault a training job at a fixed interval and measure its useful steps against an undisturbed run",
+		Long: `goodput runs N workers (a sidecar process and a trainer process each) against
+an embedded etcd, measures their undisturbed step rate for --baseline, then
+for --duration SIGKILLs (or SIGSTOPs) one worker every --kill-every, rotating
+through the ranks (rank 0 included), and starts a replacement at once, as a
+pod's controller would. goodput = useful steps (how far the job's step
+counter advanced) / the steps the undisturbed job makes in the same time;
+sample_goodput weighs each step by the world size it ran at.`,
+		Example: `  ringside bench goodput --trainer pytorch --workers 8 --duration 10m --kill-every 60s --json
+  ringside bench goodput --trainer pytorch --workers 4 --duration 2m --kill-every 20s --baseline 20s --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			res, err := bench.Goodput(cmd.Context(), cfg, os.Stderr)
+			if err != nil {
+				return err
+			}
+			return printResult(asJSON, res, fmt.Sprintf(
+				"%d workers, %d x %s in %.0fs: goodput %.3f (%d useful of %.0f undisturbed steps), sample goodput %.3f; stall p50 %.3fs, max %.3fs",
+				res.Workers, res.Faults, res.Fault, res.DurationS, res.Goodput, res.UsefulSteps, res.ExpectedSteps, res.SampleGoodput, res.StallP50S, res.StallMaxS))
+		},
+	}
+	trainerFlags(cmd, &cfg.TrainerSpec)
+	f := cmd.Flags()
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "workers")
+	f.DurationVar(&cfg.Baseline, "baseline", cfg.Baseline, "how long the undisturbed job is measured first")
+	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "the disturbed phase")
+	f.DurationVar(&cfg.KillEvery, "kill-every", cfg.KillEvery, "one fault per interval")
+	f.StringVar(&cfg.Fault, "fault", cfg.Fault, "kill (SIGKILL) or stop (SIGSTOP, then SIGKILL once the job stepped again)")
 	f.DurationVar(&cfg.Settle, "settle", cfg.Settle, "the leader's settle window for joins")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up after this long")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON line")

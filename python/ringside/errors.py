@@ -17,7 +17,7 @@ class SidecarUnreachable(RingsideError):
         how = "unix socket %s" % address if not address.startswith(("http://", "https://")) else address
         msg = "no ringside sidecar answers at %s" % how
         if waited:
-            msg += " (tried for %.0fs)" % waited
+            msg += " (tried for %gs)" % waited
         if cause is not None:
             msg += ": %s" % (cause,)
         msg += (

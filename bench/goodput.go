@@ -1,0 +1,453 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ringside/ringside/localjob"
+)
+
+// TrainerSpec says which trainer a benchmark's workers run.
+type TrainerSpec struct {
+	// Trainer is "go" (the ring all-reduce trainer) or "pytorch"
+	// (examples/pytorch/train.py: an MLP under DistributedDataParallel).
+	Trainer string
+	// Mode is "live" (the trainer re-forms in place) or "restart" (the
+	// PyTorch script under `ringside exec`, restarted on every generation).
+	Mode string
+	// TrainerBin is the ring trainer binary; empty looks for ringtrainer
+	// next to this executable, then in PATH.
+	TrainerBin string
+	// Python runs the PyTorch script: Debian's python3-torch lives in the
+	// system Python, hence /usr/bin/python3.
+	Python string
+	// Script is examples/pytorch/train.py; empty looks in the working
+	// directory, then next to this executable (bin/../examples/pytorch).
+	Script   string
+	StepTime time.Duration
+}
+
+// DefaultPython is the interpreter the PyTorch trainer runs with.
+const DefaultPython = "/usr/bin/python3"
+
+func (s TrainerSpec) validate() error {
+	switch {
+	case s.Trainer != "go" && s.Trainer != "pytorch":
+		return fmt.Errorf("trainer %q: want go or pytorch", s.Trainer)
+	case s.Mode != "live" && s.Mode != "restart":
+		return fmt.Errorf("mode %q: want live or restart", s.Mode)
+	case s.Trainer == "go" && s.Mode == "restart":
+		return errors.New("mode restart runs the PyTorch script under `ringside exec`: use --trainer pytorch")
+	}
+	return nil
+}
+
+// command returns the trainer command of every worker; dir is the job's
+// scratch directory (restart mode keeps its checkpoint there).
+func (s TrainerSpec) command(dir string) ([]string, error) {
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	if s.Trainer == "go" {
+		bin, err := localjob.FindTrainer(s.TrainerBin)
+		if err != nil {
+			return nil, err
+		}
+		return []string{bin, "--step-time", s.StepTime.String()}, nil
+	}
+	python := s.Python
+	if python == "" {
+		python = DefaultPython
+	}
+	out, err := exec.Command(python, "-c", "import torch.distributed as d; assert d.is_available()").CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("%s cannot import torch.distributed (%v: %s): install PyTorch (Debian: apt-get install --no-install-recommends python3-torch) or pass --python",
+			python, err, strings.TrimSpace(lastLine(string(out))))
+	}
+	script, err := findScript(s.Script)
+	if err != nil {
+		return nil, err
+	}
+	step := fmt.Sprintf("%g", s.StepTime.Seconds())
+	if s.Mode == "live" {
+		return []string{python, script, "--step-time", step}, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return []string{self, "exec", "--stop-timeout", "2s", "--max-restarts", "1000", "--",
+		python, script, "--mode", "restart", "--step-time", step, "--checkpoint", filepath.Join(dir, "checkpoint.pt")}, nil
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// findScript locates examples/pytorch/train.py.
+func findScript(path string) (string, error) {
+	if path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return "", fmt.Errorf("trainer script: %w", err)
+		}
+		return filepath.Abs(path)
+	}
+	candidates := []string{filepath.Join("examples", "pytorch", "train.py")}
+	if self, err := os.Executable(); err == nil {
+		candidates = append(candidates, filepath.Join(filepath.Dir(self), "..", "examples", "pytorch", "train.py"))
+	}
+	for _, c := range candidates {
+		if _, err := os.Stat(c); err == nil {
+			return filepath.Abs(c)
+		}
+	}
+	return "", errors.New("examples/pytorch/train.py not found in the working directory or next to ringside: run from the repository root or pass --trainer-script")
+}
+
+// GoodputConfig sizes the goodput benchmark.
+type GoodputConfig struct {
+	TrainerSpec
+	Workers int
+	// Baseline is how long the undisturbed job is measured first.
+	Baseline time.Duration
+	// Duration is the disturbed phase; a fault every KillEvery.
+	Duration, KillEvery time.Duration
+	// Fault is "kill" (SIGKILL) or "stop" (SIGSTOP, then SIGKILL once the
+	// others resumed).
+	Fault   string
+	Settle  time.Duration
+	Timeout time.Duration
+}
+
+// DefaultGoodputConfig is what `ringside bench goodput` runs.
+func DefaultGoodputConfig() GoodputConfig {
+	return GoodputConfig{
+		TrainerSpec: TrainerSpec{Trainer: "pytorch", Mode: "live", Python: DefaultPython, StepTime: 50 * time.Millisecond},
+		Workers:     8, Baseline: 30 * time.Second, Duration: 10 * time.Minute, KillEvery: 60 * time.Second,
+		Fault: "kill", Settle: 500 * time.Millisecond, Timeout: 30 * time.Minute,
+	}
+}
+
+// GoodputResult is one run of the goodput benchmark.
+type GoodputResult struct {
+	Bench      string  `json:"bench"`
+	Trainer    string  `json:"trainer"`
+	Mode       string  `json:"mode"`
+	Fault      string  `json:"fault"`
+	Workers    int     `json:"workers"`
+	DurationS  float64 `json:"duration_s"`
+	KillEveryS float64 `json:"kill_every_s"`
+	Faults     int     `json:"faults"`
+	// BaselineStepsPerS is the undisturbed job's rate, measured first.
+	BaselineStepsPerS float64 `json:"baseline_steps_per_s"`
+	// UsefulSteps is how far the job's step counter advanced during the
+	// disturbed phase (steps redone after a fault count once);
+	// ExpectedSteps is what the baseline rate makes in the same time.
+	UsefulSteps   int64   `json:"useful_steps"`
+	ExpectedSteps float64 `json:"expected_steps"`
+	Goodput       float64 `json:"goodput"`
+	// SampleGoodput weighs each useful step by the world size it ran at,
+	// against the full world: steps at a smaller size after a fault teach
+	// the model less.
+	SampleGoodput float64 `json:"sample_goodput"`
+	// StallP50S is the median time from a fault to the job's first step
+	// in the next generation.
+	StallP50S float64 `json:"stall_p50_s"`
+	StallMaxS float64 `json:"stall_max_s"`
+}
+
+// Goodput runs Workers workers, measures their undisturbed step rate for
+// Baseline, then for Duration faults one worker every KillEvery (rotating
+// through the ranks, rank 0 included) and starts a replacement at once,
+// as a pod's controller would; goodput is the useful steps of that phase
+// over the steps the undisturbed job would have made in it.
+func Goodput(ctx context.Context, cfg GoodputConfig, progress io.Writer) (GoodputResult, error) {
+	if cfg.Fault != "kill" && cfg.Fault != "stop" {
+		return GoodputResult{}, fmt.Errorf("fault %q: want kill or stop", cfg.Fault)
+	}
+	if cfg.Mode == "restart" && cfg.Fault == "stop" {
+		return GoodputResult{}, errors.New("fault stop freezes the worker's processes, but `ringside exec` runs the script in its own process group: use --fault kill in restart mode")
+	}
+	if cfg.Workers < 2 || cfg.Duration <= 0 || cfg.KillEvery <= 0 || cfg.Baseline <= 0 {
+		return GoodputResult{}, errors.New("need at least 2 workers and positive --duration, --kill-every and --baseline")
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "ringside-bench-goodput-")
+	if err != nil {
+		return GoodputResult{}, err
+	}
+	defer os.RemoveAll(dir)
+	trainer, err := cfg.command(dir)
+	if err != nil {
+		return GoodputResult{}, err
+	}
+	job, err := localjob.Start(ctx, localjob.Config{Trainer: trainer, Job: "goodput", Dir: dir,
+		SidecarArgs: []string{"--settle", cfg.Settle.String()}})
+	if err != nil {
+		return GoodputResult{}, err
+	}
+	defer job.Close()
+	rec := newStepRecorder(job)
+	defer rec.stop()
+
+	for range cfg.Workers {
+		if _, err := job.AddWorker(ctx); err != nil {
+			return GoodputResult{}, err
+		}
+	}
+	fmt.Fprintf(progress, "%d workers started; waiting for all of them to train together\n", cfg.Workers)
+	if err := rec.awaitWorld(ctx, cfg.Workers, time.Now()); err != nil {
+		return GoodputResult{}, err
+	}
+
+	res := GoodputResult{Bench: "goodput", Trainer: cfg.Trainer, Mode: cfg.Mode, Fault: cfg.Fault, Workers: cfg.Workers,
+		DurationS: cfg.Duration.Seconds(), KillEveryS: cfg.KillEvery.Seconds()}
+	b0, t0 := rec.top(), time.Now()
+	if !sleepCtx(ctx, cfg.Baseline) {
+		return res, ctx.Err()
+	}
+	b1, t1 := rec.top(), time.Now()
+	res.BaselineStepsPerS = float64(b1-b0) / t1.Sub(t0).Seconds()
+	fmt.Fprintf(progress, "undisturbed: %.2f steps/s over %s\n", res.BaselineStepsPerS, cfg.Baseline)
+	if res.BaselineStepsPerS <= 0 {
+		return res, errors.New("the undisturbed job made no steps")
+	}
+
+	start, s0 := time.Now(), rec.top()
+	end := start.Add(cfg.Duration)
+	var stalls []float64
+	var frozen []*localjob.Worker
+	for k := 0; ; k++ {
+		next := start.Add(time.Duration(k+1) * cfg.KillEvery)
+		if !next.Before(end) {
+			break
+		}
+		if !sleepCtx(ctx, time.Until(next)) {
+			return res, ctx.Err()
+		}
+		victim := rec.byRank(k % cfg.Workers)
+		if victim == nil {
+			return res, fmt.Errorf("fault %d: no live worker holds rank %d", k+1, k%cfg.Workers)
+		}
+		at, gen := time.Now(), rec.generation()
+		if cfg.Fault == "kill" {
+			job.Kill(victim)
+		} else {
+			job.Freeze(victim)
+			frozen = append(frozen, victim)
+		}
+		if _, err := job.AddWorker(ctx); err != nil {
+			return res, err
+		}
+		res.Faults++
+		stall, err := rec.awaitGenerationAbove(ctx, gen, at, end)
+		if err != nil {
+			return res, fmt.Errorf("after the %s of %s: %w", cfg.Fault, victim.ID, err)
+		}
+		stalls = append(stalls, stall.Seconds())
+		fmt.Fprintf(progress, "%s %d (rank %d, %s): the job stepped in a new generation after %.3fs\n", cfg.Fault, k+1, k%cfg.Workers, victim.ID, stall.Seconds())
+		for _, f := range frozen {
+			job.Kill(f) // a frozen pod is gone for good once the others moved on
+		}
+		frozen = frozen[:0]
+	}
+	if !sleepCtx(ctx, time.Until(end)) {
+		return res, ctx.Err()
+	}
+	s1, elapsed := rec.top(), time.Since(start)
+	res.UsefulSteps = s1 - s0
+	res.ExpectedSteps = res.BaselineStepsPerS * elapsed.Seconds()
+	res.Goodput = float64(res.UsefulSteps) / res.ExpectedSteps
+	res.SampleGoodput = float64(rec.samples(s0, s1)) / (res.ExpectedSteps * float64(cfg.Workers))
+	res.StallP50S, res.StallMaxS = percentile(stalls, 0.5), percentile(stalls, 1)
+	return res, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// stepRecorder reads every trainer line of a job: the job's step counter,
+// the world size each step last completed at, and each worker's last line.
+type stepRecorder struct {
+	job  *localjob.Job
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every line
+	last    map[string]localjob.Line
+	world   map[int64]int
+	genAt   map[int64]time.Time // when each generation's first step completed
+	max     int64
+	gen     int64
+}
+
+func newStepRecorder(job *localjob.Job) *stepRecorder {
+	r := &stepRecorder{job: job, done: make(chan struct{}), changed: make(chan struct{}),
+		last: map[string]localjob.Line{}, world: map[int64]int{}, genAt: map[int64]time.Time{}}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		for {
+			select {
+			case l := <-job.Lines():
+				r.note(l)
+			case <-r.done:
+				return
+			}
+		}
+	}()
+	return r
+}
+
+func (r *stepRecorder) stop() { close(r.done); r.wg.Wait() }
+
+func (r *stepRecorder) note(l localjob.Line) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l.Event == "" && l.SumOK {
+		r.last[l.Worker] = l
+		r.world[l.Step] = l.World
+		if t, ok := r.genAt[l.Generation]; !ok || l.Time().Before(t) {
+			r.genAt[l.Generation] = l.Time()
+		}
+		r.max = max(r.max, l.Step)
+		r.gen = max(r.gen, l.Generation)
+	}
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// top is the job's step counter: the highest step any rank completed.
+func (r *stepRecorder) top() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.max
+}
+
+// generation is the newest generation any rank stepped in.
+func (r *stepRecorder) generation() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gen
+}
+
+// samples sums the world sizes of steps (from, to]: a step at world w
+// trained on w ranks' batches.
+func (r *stepRecorder) samples(from, to int64) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n int64
+	for s := from + 1; s <= to; s++ {
+		n += int64(r.world[s])
+	}
+	return n
+}
+
+// byRank returns the live worker whose last line reported rank.
+func (r *stepRecorder) byRank(rank int) *localjob.Worker {
+	live := r.job.Workers()
+	ids := make([]string, 0, len(live))
+	for id := range live {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range ids {
+		if l, ok := r.last[id]; ok && l.Rank == rank {
+			return live[id]
+		}
+	}
+	return nil
+}
+
+// look runs f under the recorder's lock and returns a channel closed by
+// the next line, so a caller that found nothing waits without missing one.
+func (r *stepRecorder) look(f func()) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f()
+	return r.changed
+}
+
+// wait blocks until ch is closed or ctx ends.
+func wait(ctx context.Context, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// awaitWorld waits until every live worker stepped at world size world
+// after since.
+func (r *stepRecorder) awaitWorld(ctx context.Context, world int, since time.Time) error {
+	for {
+		live := r.job.Workers()
+		n := 0
+		changed := r.look(func() {
+			for id := range live {
+				if l, ok := r.last[id]; ok && l.World == world && l.Time().After(since) {
+					n++
+				}
+			}
+		})
+		if n == len(live) && n == world {
+			return nil
+		}
+		if err := wait(ctx, changed); err != nil {
+			return fmt.Errorf("%d of %d workers stepped at world size %d: %w", n, len(live), world, err)
+		}
+	}
+}
+
+// awaitGenerationAbove waits for the job's first step in a generation
+// above gen and returns how long after at it came; past deadline it returns
+// the time until then.
+func (r *stepRecorder) awaitGenerationAbove(ctx context.Context, gen int64, at, deadline time.Time) (time.Duration, error) {
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	for {
+		var first time.Time
+		changed := r.look(func() {
+			for g, t := range r.genAt {
+				if g > gen && (first.IsZero() || t.Before(first)) {
+					first = t
+				}
+			}
+		})
+		if !first.IsZero() {
+			return max(0, first.Sub(at)), nil
+		}
+		if err := wait(dctx, changed); err != nil {
+			if ctx.Err() != nil {
+				return 0, err
+			}
+			return deadline.Sub(at), nil // stalled till the end of the phase
+		}
+	}
+}
