@@ -265,19 +265,29 @@ class _Trainer:
         return self.reform_after
 
     def report(self, r, err):
-        """Tells the sidecar which member the failed collective names, so
-        it checks that member now instead of waiting for gossip."""
-        peers = {m.addr: m.id for m in r.members if m.id != r.member}
+        """Tells the sidecar which member the failed collective names, so it
+        checks that member now instead of waiting for gossip. When the error
+        names no member's address (a connection the peer opened, seen from
+        an address it did not bind), the ring neighbours are named: gloo's
+        ring collectives fail first on a link to a neighbour."""
+        others = [m for m in r.members if m.id != r.member]
+        by_addr = {m.addr: m.id for m in others}
+        peers = []
         for addr in _PEER_ADDR.findall(str(err)):
-            peer = peers.get(addr) or peers.get(addr.replace("::ffff:", ""))
-            if peer is None:
-                continue
+            peer = by_addr.get(addr) or by_addr.get(addr.replace("::ffff:", ""))
+            if peer is not None:
+                peers = [peer]
+                break
+        if not peers and r.group_rank >= 0 and len(r.members) > 1:
+            n = len(r.members)
+            peers = sorted({r.members[(r.group_rank - 1) % n].id, r.members[(r.group_rank + 1) % n].id} - {r.member})
+        for peer in peers:
             try:
                 self.client.failure(peer, _first_line(err))
-                log.info("reported the failed collective with %s to the sidecar", peer)
             except RingsideError as e:
                 log.warning("could not report the failed collective with %s: %s", peer, e)
-            return
+        if peers:
+            log.info("reported the failed collective to the sidecar, naming %s", ", ".join(peers))
 
 
 def _first_line(e):
