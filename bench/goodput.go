@@ -34,6 +34,18 @@ type TrainerSpec struct {
 	// directory, then next to this executable (bin/../examples/pytorch).
 	Script   string
 	StepTime time.Duration
+	// LogDir, when set, is where the job's processes write their logs,
+	// kept after the run; empty uses a temporary directory, removed.
+	LogDir string
+}
+
+// jobDir returns the directory of a benchmark's job and its cleanup.
+func (s TrainerSpec) jobDir(name string) (string, func(), error) {
+	if s.LogDir != "" {
+		return s.LogDir, func() {}, os.MkdirAll(s.LogDir, 0o755)
+	}
+	dir, err := os.MkdirTemp("", "ringside-bench-"+name+"-")
+	return dir, func() { os.RemoveAll(dir) }, err
 }
 
 // DefaultPython is the interpreter the PyTorch trainer runs with.
@@ -183,11 +195,11 @@ func Goodput(ctx context.Context, cfg GoodputConfig, progress io.Writer) (Goodpu
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "ringside-bench-goodput-")
+	dir, cleanup, err := cfg.jobDir("goodput")
 	if err != nil {
 		return GoodputResult{}, err
 	}
-	defer os.RemoveAll(dir)
+	defer cleanup()
 	trainer, err := cfg.command(dir)
 	if err != nil {
 		return GoodputResult{}, err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/ringside/ringside/localjob"
@@ -64,11 +63,11 @@ func Recovery(ctx context.Context, cfg RecoveryConfig, progress io.Writer) (Reco
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "ringside-bench-recovery-")
+	dir, cleanup, err := cfg.jobDir("recovery")
 	if err != nil {
 		return RecoveryResult{}, err
 	}
-	defer os.RemoveAll(dir)
+	defer cleanup()
 	trainer, err := cfg.command(dir)
 	if err != nil {
 		return RecoveryResult{}, err

@@ -150,6 +150,7 @@ func trainerFlags(cmd *cobra.Command, spec *bench.TrainerSpec) {
 	f.StringVar(&spec.Python, "python", spec.Python, "the Python with torch that runs the pytorch trainer")
 	f.StringVar(&spec.Script, "trainer-script", "", "the pytorch trainer (default: examples/pytorch/train.py here or next to ringside)")
 	f.DurationVar(&spec.StepTime, "step-time", spec.StepTime, "the trainers' simulated compute per step")
+	f.StringVar(&spec.LogDir, "log-dir", "", "keep every process's log (and its JSON lines) in this directory (default: a temporary one, removed)")
 }
 
 func newBenchGoodputCmd() *cobra.Command {

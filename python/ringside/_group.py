@@ -29,9 +29,14 @@ from .errors import RingsideError
 log = logging.getLogger("ringside")
 
 
-# A training thread still in the aborted group after this long is stuck in
-# a collective that only its timeout ends; worth a warning.
-_STUCK_WARN_S = 3.0
+# A process that used less than this share of one CPU while its training
+# thread stayed in an aborted group is blocked, not computing.
+_IDLE_CPU_SHARE = 0.1
+
+
+def _cpu_seconds():
+    t = os.times()
+    return t.user + t.system
 
 
 class FormationAborted(RingsideError):
@@ -59,6 +64,10 @@ class Group:
     def __init__(self, generation, rank, world_size, backend, server, store, before, master_port, timeout_s):
         self.generation = generation
         self.timeout_s = timeout_s
+        # After an abort: on_stuck(group) is called once the training
+        # thread has stayed blocked in the group for stuck_after seconds.
+        self.stuck_after = None
+        self.on_stuck = None
         self.rank = rank
         self.world_size = world_size
         self.backend = backend
@@ -101,18 +110,28 @@ class Group:
         threading.Thread(target=self._watch_abort, name="ringside-abort", daemon=True).start()
 
     def _watch_abort(self):
-        """Warns when the training thread has not come back from the aborted
-        group: gloo (torch 1.13) can miss the failure of an operation that
-        was being posted as the connection went down, and then gives up
-        only at the collective timeout."""
-        deadline = time.monotonic() + _STUCK_WARN_S
-        while time.monotonic() < deadline:
-            time.sleep(0.1)
-            with self._lock:
-                if self.destroyed:
-                    return
-        log.warning("generation %d: a collective is still blocked %.0fs after the abort; gloo will give it up at the "
-                    "collective timeout (%.0fs), then the group re-forms", self.generation, _STUCK_WARN_S, self.timeout_s)
+        """Calls on_stuck when the training thread has not come back from
+        the aborted group within stuck_after seconds while the process sat
+        idle (a thread that computes uses the CPU; one blocked in a
+        collective does not): gloo (torch 1.13, and gloo in 2.x) does not
+        fail a send that was being written when its connection went down,
+        and gives it up only at the collective timeout."""
+        if self.stuck_after is None:
+            return
+        while True:
+            cpu0, deadline = _cpu_seconds(), time.monotonic() + self.stuck_after
+            while time.monotonic() < deadline:
+                time.sleep(0.05)
+                with self._lock:
+                    if self.destroyed:
+                        return
+            if _cpu_seconds() - cpu0 < _IDLE_CPU_SHARE * self.stuck_after:
+                break
+        log.warning("generation %d: a collective is still blocked %.1fs after the abort (gloo missed the failure of "
+                    "its connection and would wait for the collective timeout, %.0fs)", self.generation,
+                    self.stuck_after, self.timeout_s)
+        if self.on_stuck is not None:
+            self.on_stuck(self)
 
     def destroy(self):
         """Destroys the group; call it from the thread that trained in it,
@@ -123,6 +142,7 @@ class Group:
             self.destroyed = True
         import torch.distributed as dist
 
+        t0 = time.monotonic()
         try:
             if dist.is_initialized():
                 dist.destroy_process_group()
@@ -132,19 +152,23 @@ class Group:
         if self._server is not None:
             self._server.close()
         self._store = self._server = None
+        t1 = time.monotonic()
         gc.collect()  # DDP's reducer holds the group until collected
+        log.debug("generation %d: group destroyed in %.3fs, gc %.3fs", self.generation, t1 - t0, time.monotonic() - t1)
 
 
 def _native_abort(backend):
-    """Calls torch's own abort of the default group, where it has one."""
+    """Calls torch's own abort of the default group, where it has one (not
+    for gloo: aborting a gloo group is what the socket shutdown does)."""
+    if backend == "gloo":
+        return False
     try:
         import torch
-        import torch.distributed as dist
         from torch.distributed import distributed_c10d as c10d
     except ImportError:
         return False
-    fn = getattr(c10d, "_abort_process_group", None)
-    if fn is not None and backend != "gloo":
+    fn = getattr(c10d, "_abort_process_group", None)  # torch >= 2.6
+    if fn is not None:
         try:
             fn()
             return True
@@ -173,7 +197,6 @@ def _native_abort(backend):
                 return True
             except Exception as e:
                 log.debug("%s.%s: %s", type(obj).__name__, name, e)
-    del dist
     return False
 
 
@@ -226,20 +249,42 @@ def _store(r, rank, form_timeout, should_stop):
     return server, client
 
 
-def _await_peers(store, world_size, form_timeout, should_stop):
-    store.add("arrived", 1)
-    deadline = time.monotonic() + form_timeout
-    delay = 0.002
-    while True:
+def _await_peers(store, world_size, form_timeout):
+    """Returns once every rank arrived; the server wakes the waiters at
+    once. The client's waits give up when a newer generation arrives."""
+    if store.add("arrived", 1) >= world_size:
+        store.set("all-arrived", b"1")
+    try:
+        store.wait(["all-arrived"], _td(form_timeout))
+    except _store_mod.StoreError as e:
         n = store.add("arrived", 0)
-        if n >= world_size:
-            return
-        if should_stop():
-            raise FormationAborted("a newer generation arrived while waiting for peers")
-        if time.monotonic() > deadline:
-            raise FormationFailed("%d of %d ranks arrived within %.0fs" % (n, world_size, form_timeout))
-        time.sleep(delay)
-        delay = min(delay * 2, 0.05)
+        raise FormationFailed("%d of %d ranks arrived within %.0fs: %s" % (n, world_size, form_timeout, e)) from e
+
+
+def _fast_barrier(rank, store, timeout):
+    """torch 1.13's store-based barrier after init_process_group, without
+    its 10 ms polling: the last rank to arrive wakes the others."""
+    from torch.distributed import distributed_c10d as c10d
+
+    key = "%s:%s" % (c10d.STORE_BASED_BARRIER_PREFIX, c10d._group_count)
+    if store.add(key, 1) >= c10d.get_world_size():
+        store.set(key + ":done", b"1")
+    store.wait([key + ":done"], timeout)
+
+
+def _barrier_patch(c10d):
+    """The replacement for c10d._store_based_barrier where it has torch
+    1.13's signature, else None (newer torch barriers differently)."""
+    import inspect
+
+    fn = getattr(c10d, "_store_based_barrier", None)
+    if fn is None or not hasattr(c10d, "STORE_BASED_BARRIER_PREFIX") or not hasattr(c10d, "_group_count"):
+        return None
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return None
+    return _fast_barrier if params == ["rank", "store", "timeout"] else None
 
 
 def form(r, local_rank, backend=None, timeout=60.0, form_timeout=60.0, should_stop=lambda: False):
@@ -257,15 +302,23 @@ def form(r, local_rank, backend=None, timeout=60.0, form_timeout=60.0, should_st
     if dist.is_initialized():
         dist.destroy_process_group()
     before = set(_sockets.fd_inodes())
+    t0 = time.monotonic()
     server, store = _store(r, rank, form_timeout, should_stop)
+    t1 = time.monotonic()
     bound = _gloo_bound_to(r.addr) if backend == "gloo" else None
     orig = getattr(c10d, "ProcessGroupGloo", None)
+    barrier, orig_barrier = _barrier_patch(c10d), getattr(c10d, "_store_based_barrier", None)
     try:
         prefix = dist.PrefixStore("ringside/%d" % r.generation, store)
-        _await_peers(prefix, r.world_size, form_timeout, should_stop)
+        _await_peers(prefix, r.world_size, form_timeout)
+        t2 = time.monotonic()
         if bound is not None:
             c10d.ProcessGroupGloo = bound
+        if barrier is not None:
+            c10d._store_based_barrier = barrier
         dist.init_process_group(backend, store=prefix, rank=rank, world_size=r.world_size, timeout=_td(timeout))
+        log.debug("generation %d: store %.3fs, peers %.3fs, init_process_group %.3fs", r.generation, t1 - t0, t2 - t1,
+                  time.monotonic() - t2)
     except Exception as e:
         store.close()
         if server is not None:
@@ -279,4 +332,6 @@ def form(r, local_rank, backend=None, timeout=60.0, form_timeout=60.0, should_st
     finally:
         if bound is not None:
             c10d.ProcessGroupGloo = orig
+        if barrier is not None:
+            c10d._store_based_barrier = orig_barrier
     return Group(r.generation, rank, r.world_size, backend, server, store, before, r.master_port, timeout)

@@ -142,6 +142,10 @@ class Server:
             address_family = family
             allow_reuse_address = True
             daemon_threads = True
+            # Every rank connects at once: with socketserver's default
+            # backlog of 5 the kernel drops SYNs, and a dropped SYN is
+            # retried only after a second.
+            request_queue_size = 1024
 
         try:
             self._srv = TCPServer((host, port), Handler)
@@ -156,8 +160,15 @@ class Server:
         self._thread.start()
 
     def close(self):
-        self._srv.shutdown()
-        self._srv.server_close()
+        """Stops serving without waiting for the serving thread to notice
+        (up to its poll interval): the next group does not wait for it."""
+        srv = self._srv
+
+        def stop():
+            srv.shutdown()
+            srv.server_close()
+
+        threading.Thread(target=stop, name="ringside-store-close", daemon=True).start()
 
 
 def make_client(host, port, timeout_s, interrupted=lambda: False):

@@ -27,10 +27,12 @@ generation without its member, and run() returns None: nothing committed
 is lost, because the others go on from the same commit.
 """
 
+import gc
 import logging
 import os
 import re
 import signal
+import sys
 import threading
 import time
 
@@ -79,7 +81,7 @@ class _Drained(Exception):
 
 
 def run(train_fn, state, socket=None, *, backend=None, local_rank=None, connect_timeout=30.0,
-        timeout=60.0, form_timeout=60.0, reform_after=5.0, handle_sigterm=True):
+        timeout=60.0, form_timeout=60.0, reform_after=5.0, stuck_restart_after=3.0, handle_sigterm=True):
     """Trains with train_fn(state) in every generation this member is
     active in, until train_fn returns (run returns its value) or this
     member is drained out of the job (run returns None).
@@ -94,7 +96,13 @@ def run(train_fn, state, socket=None, *, backend=None, local_rank=None, connect_
     1.13) missing the failure of an operation posted just as its connection
     went down, which it then gives up only at this timeout. A rank that
     waits longer than timeout for a slow peer in a collective is taken for
-    a broken group: the group re-forms from the last commit;
+    a broken group: the group re-forms from the last commit. When a
+    collective stays blocked that way stuck_restart_after seconds after the
+    group was aborted, with the process idle, the trainer re-executes
+    itself (same interpreter, same arguments, same pid): it rejoins the
+    generation the others are forming and syncs from them, so nothing
+    committed is lost, in seconds rather than the collective timeout
+    (None turns this off);
     form_timeout bounds the wait for the peers of a new group; a group that
     broke without a new generation is formed again after reform_after
     seconds. With handle_sigterm (main thread only), a SIGTERM drains this
@@ -118,7 +126,11 @@ def run(train_fn, state, socket=None, *, backend=None, local_rank=None, connect_
     state.local_rank = local_rank
     restore_signals = _drain_on_sigterm(client, watcher) if handle_sigterm else (lambda: None)
     trainer = _Trainer(client, watcher, state, train_fn, local_rank, backend, timeout, form_timeout,
-                       reform_after, connect_timeout)
+                       reform_after, connect_timeout, stuck_restart_after)
+    # Each generation ends with a collection (DDP's reducer holds the old
+    # group in a cycle); with the objects alive now (torch, the model) set
+    # aside, it looks at that generation's garbage only: ms, not 100s of ms.
+    gc.freeze()
     try:
         return trainer.loop()
     finally:
@@ -131,7 +143,7 @@ def run(train_fn, state, socket=None, *, backend=None, local_rank=None, connect_
 
 class _Trainer:
     def __init__(self, client, watcher, state, train_fn, local_rank, backend, timeout, form_timeout,
-                 reform_after, connect_timeout):
+                 reform_after, connect_timeout, stuck_restart_after):
         self.client = client
         self.watcher = watcher
         self.state = state
@@ -142,6 +154,7 @@ class _Trainer:
         self.form_timeout = form_timeout
         self.reform_after = reform_after
         self.connect_timeout = connect_timeout
+        self.stuck_restart_after = stuck_restart_after
         self.failures = 0  # consecutive broken groups of the same generation
 
     def loop(self):
@@ -190,7 +203,9 @@ class _Trainer:
                 if wait <= 0:
                     return None
             try:
+                t0 = time.monotonic()
                 r = self.client.rendezvous(after=after, timeout=wait)
+                log.debug("rendezvous after %d: %s in %.3fs", after, r.generation if r else None, time.monotonic() - t0)
             except SidecarUnreachable as e:
                 if self.watcher.draining:
                     log.info("drained: the sidecar has gone (%s)", e)
@@ -219,6 +234,7 @@ class _Trainer:
             return False, None, None
         except _group.FormationFailed as e:
             return False, None, self.broken(r, e)
+        group.stuck_after, group.on_stuck = self.stuck_restart_after, _reexec
         watcher.attach(group, [m.id for m in r.members])
         state.rank, state.world_size, state.generation, state.member = group.rank, group.world_size, r.generation, r.member
         try:
@@ -288,6 +304,25 @@ class _Trainer:
                 log.warning("could not report the failed collective with %s: %s", peer, e)
         if peers:
             log.info("reported the failed collective to the sidecar, naming %s", ", ".join(peers))
+
+
+def _reexec(group):
+    """Replaces this process with a fresh run of the same command: the way
+    out of a collective gloo will not fail. The sidecar keeps the member in
+    the job; the new process rejoins the current generation and syncs."""
+    argv = list(getattr(sys, "orig_argv", None) or [sys.executable] + sys.argv)
+    log.warning("re-executing this trainer to leave the blocked collective of generation %d: %s",
+                group.generation, " ".join(argv))
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except (OSError, ValueError):
+            pass
+    logging.shutdown()
+    try:
+        os.execv(sys.executable, argv)
+    except OSError as e:
+        log.error("could not re-execute %s: %s; the collective ends at its timeout", sys.executable, e)
 
 
 def _first_line(e):

@@ -212,12 +212,10 @@ class State:
 
         rank, world = dist.get_rank(), dist.get_world_size()
         dev = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
-        mine = self._snapshot["step"]
-        newest = torch.tensor([mine], dtype=torch.int64, device=dev)
-        dist.all_reduce(newest, op=dist.ReduceOp.MAX)
-        holder = torch.tensor([rank if mine == int(newest.item()) else world], dtype=torch.int64, device=dev)
-        dist.all_reduce(holder, op=dist.ReduceOp.MIN)
-        src = int(holder.item())
+        steps = [torch.zeros(1, dtype=torch.int64, device=dev) for _ in range(world)]
+        dist.all_gather(steps, torch.tensor([self._snapshot["step"]], dtype=torch.int64, device=dev))
+        steps = [int(t.item()) for t in steps]
+        src = steps.index(max(steps))
 
         header = torch.zeros(33, dtype=torch.int64, device=dev)
         if rank == src:

@@ -3,6 +3,7 @@ to a fake sidecar that the test drives as the job's leader would."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -108,6 +109,8 @@ class Harness:
             p.stdout.close()
         for s in self.sidecars.values():
             s.close()
+        if not os.environ.get("RINGSIDE_KEEP_LOGS"):
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @require_torch

@@ -1,0 +1,134 @@
+"""The abort watchdog and the re-execution it falls back to."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import unittest
+
+from torchreq import require_torch
+
+from ringside import _group
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def group(stuck_after):
+    g = _group.Group(generation=7, rank=1, world_size=3, backend="gloo", server=None, store=None, before=set(),
+                     master_port=29500, timeout_s=60)
+    g.stuck_after = stuck_after
+    stuck = threading.Event()
+    g.on_stuck = lambda _: stuck.set()
+    return g, stuck
+
+
+class WatchdogTest(unittest.TestCase):
+    def test_an_idle_process_blocked_after_the_abort_is_called_stuck(self):
+        g, stuck = group(0.3)
+        g.abort("test")
+        self.assertTrue(stuck.wait(3), "on_stuck was not called for an idle process")
+
+    def test_a_group_left_in_time_is_not_stuck(self):
+        g, stuck = group(0.5)
+        g.abort("test")
+        time.sleep(0.1)
+        g._store = type("S", (), {"close": lambda self: None})()
+        g.destroy()
+        self.assertFalse(stuck.wait(1.0), "on_stuck was called although the group was destroyed")
+
+    def test_a_computing_process_is_not_stuck(self):
+        g, stuck = group(0.3)
+        done = threading.Event()
+
+        def spin():  # the training thread computing, not blocked
+            while not done.is_set():
+                sum(i * i for i in range(10000))
+
+        t = threading.Thread(target=spin)
+        t.start()
+        try:
+            g.abort("test")
+            self.assertFalse(stuck.wait(1.2), "on_stuck was called while the process computed")
+        finally:
+            done.set()
+            t.join()
+        self.assertTrue(stuck.wait(3), "on_stuck was not called once the process went idle")
+
+    def test_off_when_stuck_after_is_none(self):
+        g, stuck = group(None)
+        g.abort("test")
+        self.assertFalse(stuck.wait(0.5))
+
+
+@require_torch
+class NativeAbortTest(unittest.TestCase):
+    """The abort APIs of torch 2.x, faked on whatever torch is installed."""
+
+    def setUp(self):
+        from torch.distributed import distributed_c10d as c10d
+
+        self.c10d = c10d
+        self.calls = []
+
+    def patch(self, name, value):
+        old = getattr(self.c10d, name, None)
+        setattr(self.c10d, name, value)
+        self.addCleanup(lambda: setattr(self.c10d, name, old) if old is not None else delattr(self.c10d, name))
+
+    def test_gloo_never_uses_a_native_abort(self):
+        self.patch("_abort_process_group", lambda group=None: self.calls.append("abort_process_group"))
+        self.assertFalse(_group._native_abort("gloo"))
+        self.assertEqual(self.calls, [])
+
+    def test_abort_process_group_where_torch_has_it(self):
+        self.patch("_abort_process_group", lambda group=None: self.calls.append("abort_process_group"))
+        self.assertTrue(_group._native_abort("nccl"))
+        self.assertEqual(self.calls, ["abort_process_group"])
+
+    def test_the_nccl_backends_abort_on_older_2x(self):
+        calls = self.calls
+
+        class Backend:
+            def abort(self):
+                calls.append("backend.abort")
+
+        class PG:
+            def _get_backend(self, device):
+                return Backend()
+
+        if hasattr(self.c10d, "_abort_process_group"):
+            self.patch("_abort_process_group", None)
+        self.patch("_get_default_group", lambda: PG())
+        self.assertTrue(_group._native_abort("nccl"))
+        self.assertEqual(calls, ["backend.abort"])
+
+    def test_no_abort_on_1_13_nccl(self):
+        if hasattr(self.c10d, "_abort_process_group"):
+            self.patch("_abort_process_group", None)
+        self.patch("_get_default_group", lambda: object())
+        self.assertFalse(_group._native_abort("nccl"))
+
+
+class ReexecTest(unittest.TestCase):
+    def test_the_process_runs_its_command_again_with_the_same_pid(self):
+        script = textwrap.dedent("""
+            import os, sys
+            sys.path.insert(0, %r)
+            from ringside import elastic
+            print("run", os.environ.get("RUNS", "1"), os.getpid(), sys.argv[1:], flush=True)
+            if os.environ.get("RUNS") != "2":
+                os.environ["RUNS"] = "2"
+                elastic._reexec(type("G", (), {"generation": 3})())
+        """ % os.path.dirname(HERE))
+        out = subprocess.run([sys.executable, "-c", script, "--flag", "x"], capture_output=True, text=True, timeout=30)
+        lines = [l.split() for l in out.stdout.splitlines()]
+        self.assertEqual(len(lines), 2, out.stdout + out.stderr)
+        self.assertEqual([l[1] for l in lines], ["1", "2"])
+        self.assertEqual(lines[0][2], lines[1][2], "the pid changed")
+        self.assertIn("re-executing this trainer", out.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
