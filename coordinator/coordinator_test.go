@@ -178,6 +178,44 @@ func TestDrainingMemberIsExcludedAtOnce(t *testing.T) {
 	}
 }
 
+func TestPendingMemberIsPlacedOnceActive(t *testing.T) {
+	j, cli := testJob(t, func(c *Config) { c.TTL = 30 * time.Second })
+	a := join(t, j, "a")
+	join(t, j, "b")
+	await(t, a, "a and b", hasIDs("a", "b"))
+	pending := func(info *MemberInfo) { info.State = StatePending }
+	c := join(t, j, "c", pending)
+	join(t, j, "d")
+	// d's join is batched with c's; the generation places d alone.
+	await(t, a, "d, but not the pending c", hasIDs("a", "b", "d"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Activate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g := await(t, a, "c once active", hasIDs("a", "b", "c", "d"))
+	if !strings.Contains(g.Reason, "join c") {
+		t.Errorf("reason %q, want join c", g.Reason)
+	}
+
+	// Activate never undoes a drain.
+	e := join(t, j, "e", pending)
+	if err := e.SetState(ctx, StateDraining); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Activate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cli.Get(ctx, j.cfg.Prefix()+"members/e")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("members/e: %v, %d values", err, len(resp.Kvs))
+	}
+	info, err := parseMember(string(resp.Kvs[0].Key), resp.Kvs[0].Value)
+	if err != nil || info.State != StateDraining {
+		t.Fatalf("members/e after Activate: %+v, %v; want state draining", info, err)
+	}
+}
+
 func TestRanksStayStableAcrossRandomJoinsAndLeaves(t *testing.T) {
 	j, _ := testJob(t, func(c *Config) { c.TTL = 30 * time.Second })
 	rng := rand.New(rand.NewPCG(1, 2))

@@ -112,6 +112,20 @@ func (m *Member) SetState(ctx context.Context, s State) error {
 	return nil
 }
 
+// Activate turns a pending member active, so the next generation places
+// it. It changes no other state: a member already draining stays draining.
+func (m *Member) Activate(ctx context.Context) error {
+	err := m.update(ctx, func(info *MemberInfo) {
+		if info.State == StatePending {
+			info.State = StateActive
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("activate: %w", err)
+	}
+	return nil
+}
+
 // update changes the member's record and stores it, retrying until ctx
 // ends.
 func (m *Member) update(ctx context.Context, change func(*MemberInfo)) error {

@@ -15,6 +15,11 @@ const (
 	// StateDraining members are leaving (preemption) and are excluded from the
 	// next generation, which the leader commits at once.
 	StateDraining State = "draining"
+	// StatePending members are registered but wait for their trainer to
+	// start: no generation places them until they turn active (Activate),
+	// so a trainer that starts slowly does not hold up the others'
+	// next group.
+	StatePending State = "pending"
 )
 
 // MemberInfo is what a member publishes under members/<id>.
@@ -56,9 +61,9 @@ func (m MemberInfo) Validate() error {
 		errs = append(errs, fmt.Errorf("slots must be at least 1, got %d", m.Slots))
 	}
 	switch m.State {
-	case StateActive, StateDraining:
+	case StateActive, StateDraining, StatePending:
 	default:
-		errs = append(errs, fmt.Errorf("state %q is neither %q nor %q", m.State, StateActive, StateDraining))
+		errs = append(errs, fmt.Errorf("state %q is not %q, %q or %q", m.State, StateActive, StateDraining, StatePending))
 	}
 	return errors.Join(errs...)
 }

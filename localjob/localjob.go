@@ -131,6 +131,10 @@ func (j *Job) AddWorker(ctx context.Context) (*Worker, error) {
 	args := append([]string{"sidecar", "--job", j.cfg.Job, "--etcd-endpoints", j.etcd.Endpoints()[0],
 		"--member-id", w.ID, "--advertise", w.Addr, "--socket", w.Socket, "--gossip-port", "0",
 		"--node-watch=false", "--sysfs-root", j.cfg.Dir, "--log-format", "json"}, j.cfg.SidecarArgs...)
+	if len(j.cfg.Trainer) > 0 {
+		// The member enters the ring when its trainer is up, as in a pod.
+		args = append(args, "--await-trainer")
+	}
 	var err error
 	if w.sidecar, err = j.spawn(w.ID+".sidecar", exec.Command(j.cfg.Ringside, args...), ""); err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -65,6 +66,8 @@ type Agent struct {
 	deadAt    map[string]time.Time
 	gossipped map[string]bool // gossip addresses joined
 	beats     heartbeats
+
+	arrived atomic.Bool // the trainer asked for a rendezvous (AwaitTrainer)
 
 	wg sync.WaitGroup
 }
@@ -177,7 +180,7 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 	}
 	a.member, err = a.job.Join(ctx, coordinator.MemberInfo{
 		ID: cfg.MemberID, Addr: cfg.Advertise, Node: cfg.Node, Topology: topology,
-		Slots: cfg.Slots, GossipAddr: a.gossip.LocalAddr(), State: coordinator.StateActive,
+		Slots: cfg.Slots, GossipAddr: a.gossip.LocalAddr(), State: a.initialState(),
 	})
 	if err != nil {
 		return err
@@ -372,8 +375,48 @@ func (a *Agent) drain(ctx context.Context, reason string) error {
 	return nil
 }
 
-// awaitExclusion waits for a generation without this member.
+// initialState is the state the member joins in.
+func (a *Agent) initialState() coordinator.State {
+	if a.cfg.AwaitTrainer {
+		return coordinator.StatePending
+	}
+	return coordinator.StateActive
+}
+
+// trainerArrived is called on every rendezvous request: the first one of a
+// pending member makes it active. Its context is the agent's, not the
+// request's: a trainer that gives up its poll still started.
+func (a *Agent) trainerArrived() {
+	if !a.cfg.AwaitTrainer || !a.arrived.CompareAndSwap(false, true) {
+		return
+	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		select {
+		case <-a.started: // the API serves before the join completes
+		case <-a.stopping:
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), a.cfg.Grace)
+		defer cancel()
+		if err := a.member.Activate(ctx); err != nil {
+			a.log.Error("could not make this member active; its trainer waits", "err", err)
+			a.arrived.Store(false) // the next request tries again
+			return
+		}
+		a.log.Info("trainer arrived; member active")
+	}()
+}
+
+// awaitExclusion waits for a generation without this member: the current
+// one may already be (a pending or standby member that drains).
 func (a *Agent) awaitExclusion(ctx context.Context) {
+	if g, _ := a.generation(); g != nil {
+		if _, in := g.Member(a.cfg.MemberID); !in {
+			return
+		}
+	}
 	for {
 		select {
 		case g, open := <-a.member.Generations():

@@ -107,6 +107,7 @@ func (a *Agent) serveRendezvous(w http.ResponseWriter, r *http.Request) {
 		}
 		timeout = d
 	}
+	a.trainerArrived()
 	start := time.Now()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()

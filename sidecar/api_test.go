@@ -185,3 +185,41 @@ func TestLeaveRequestDrainsAndExitsCleanly(t *testing.T) {
 }
 
 func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+func TestAwaitTrainerJoinsPendingUntilTheFirstRendezvous(t *testing.T) {
+	srv := etcdtest.Start(t)
+	client, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	_, c0, _ := startAgent(t, srv.Endpoints(), "w0")
+	await := func(c *sidecar.Config) { c.AwaitTrainer = true }
+	w1 := sidecartest.Start(t, srv.Endpoints(), "api", "w1", await)
+	prefix := coordinator.DefaultConfig("default", "api").Prefix()
+	var info coordinator.MemberInfo
+	if err := json.Unmarshal(awaitKey(t, client, prefix+"members/w1"), &info); err != nil || info.State != coordinator.StatePending {
+		t.Fatalf("members/w1 = %+v (%v) before its trainer asked, want state pending", info, err)
+	}
+
+	c1 := newAPIClient(t, w1.Socket)
+	r := c1.awaitRendezvous("w1 placed once its trainer asked", func(r *sidecar.Rendezvous) bool { return has(r, "w1") })
+	if r.WorldSize != 2 || r.State != sidecar.StateActive {
+		t.Fatalf("w1 got %+v, want active in a world of 2", r)
+	}
+	c0.awaitRendezvous("w0 sees w1", func(r *sidecar.Rendezvous) bool { return has(r, "w1") })
+
+	// A pending member drains without waiting for a generation: it is in
+	// none.
+	w2 := sidecartest.Start(t, srv.Endpoints(), "api", "w2", await, func(c *sidecar.Config) { c.Grace = 10 * time.Minute })
+	done := make(chan error, 1)
+	go func() { done <- w2.Stop() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("drain of the pending w2: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pending w2 did not leave within 30s of its drain")
+	}
+}

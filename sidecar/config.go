@@ -53,6 +53,9 @@ type Config struct {
 	NodeWatch   bool
 	// SysfsRoot is where netopt reads the node's topology.
 	SysfsRoot string
+	// AwaitTrainer joins the member pending: it enters the ring once its
+	// trainer first asks for a rendezvous, not while it is still starting.
+	AwaitTrainer bool
 }
 
 // DefaultConfig returns the defaults, taking the member id, address and
