@@ -383,7 +383,8 @@ func (a *Agent) initialState() coordinator.State {
 	return coordinator.StateActive
 }
 
-// trainerArrived is called on every rendezvous request: the first one of a
+// trainerArrived is called on every rendezvous and event stream request
+// (what a trainer or `ringside exec` asks first): the first one of a
 // pending member makes it active. Its context is the agent's, not the
 // request's: a trainer that gives up its poll still started.
 func (a *Agent) trainerArrived() {

@@ -140,6 +140,7 @@ func (a *Agent) serveEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "streaming unsupported")
 		return
 	}
+	a.trainerArrived()
 	ch := a.events.subscribe()
 	defer a.events.unsubscribe(ch)
 	w.Header().Set("Content-Type", "application/x-ndjson")

@@ -90,7 +90,7 @@ RINGSIDE_ETCD_ENDPOINTS, and so on.`,
 	f.DurationVar(&cfg.Grace, "grace", cfg.Grace, "longest a drain waits for the generation without this member")
 	f.DurationVar(&cfg.StatusInterval, "status-interval", cfg.StatusInterval, "how often heartbeats are stored in etcd")
 	f.StringSliceVar(&cfg.DrainTaints, "drain-taints", cfg.DrainTaints, "node taints that start a drain")
-	f.BoolVar(&cfg.AwaitTrainer, "await-trainer", cfg.AwaitTrainer, "join pending and enter the ring on the trainer's first rendezvous, so a slowly starting trainer (importing torch, loading data) does not stall the others; leave off for Horovod (its launcher asks for the hosts, not each worker)")
+	f.BoolVar(&cfg.AwaitTrainer, "await-trainer", cfg.AwaitTrainer, "join pending and enter the ring when the trainer first asks for a rendezvous or the event stream, so a slowly starting trainer (importing torch, loading data) does not stall the others; leave off for Horovod (its launcher asks for the hosts, not each worker)")
 	f.BoolVar(&cfg.NodeWatch, "node-watch", cfg.NodeWatch, "watch this pod's Node for termination taints (needs in-cluster credentials)")
 	f.StringVar(&cfg.SysfsRoot, "sysfs-root", cfg.SysfsRoot, "where netopt reads the node's topology")
 	return cmd
