@@ -97,7 +97,7 @@ func (s TrainerSpec) command(dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []string{self, "exec", "--stop-timeout", "2s", "--max-restarts", "1000", "--",
+	return []string{self, "exec", "--stop-timeout", "2s", "--max-restarts", "1000", "--preload", "torch", "--",
 		python, script, "--mode", "restart", "--step-time", step, "--checkpoint", filepath.Join(dir, "checkpoint.pt")}, nil
 }
 

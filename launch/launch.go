@@ -31,6 +31,11 @@ type Config struct {
 	RunID string
 	// StartTimeout bounds the wait for a reachable sidecar at start.
 	StartTimeout time.Duration
+	// Preload names Python modules to import ahead of time: while the
+	// command trains, a warm process per slot imports them, and the next
+	// restart runs the command in it. Only for `python [options] SCRIPT`
+	// and `python [options] -m MODULE` commands.
+	Preload []string
 	// Signals are forwarded to the command; SIGINT and SIGTERM also end
 	// the run once the command has exited.
 	Signals        <-chan os.Signal
@@ -78,11 +83,16 @@ type runner struct {
 	// restartPending: a failure was reported; wait for the generation
 	// the job commits for it.
 	restartPending bool
+	spares         []*spare // warm processes by slot (Preload)
 }
 
 func (r *runner) run(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer r.stopSpares()
+	if _, _, ok := pythonCommand(r.cfg.Command); len(r.cfg.Preload) > 0 && !ok {
+		r.log.Warn("--preload needs a `python [options] SCRIPT|-m MODULE` command; starting cold", "command", r.cfg.Command[0])
+	}
 	if err := r.connect(ctx); err != nil {
 		return 1, err
 	}
@@ -90,12 +100,12 @@ func (r *runner) run(ctx context.Context) (int, error) {
 		return code, nil
 	}
 	for {
-		g, err := startGroup(r.cfg, r.gen, EnvOptions{
-			RestartCount: r.restarts, MaxRestarts: r.cfg.MaxRestarts, RunID: r.cfg.RunID, Socket: r.cfg.Socket,
-		})
+		o := EnvOptions{RestartCount: r.restarts, MaxRestarts: r.cfg.MaxRestarts, RunID: r.cfg.RunID, Socket: r.cfg.Socket}
+		g, err := r.startGroup(o)
 		if err != nil {
 			return 1, err
 		}
+		r.startSpares(o)
 		r.log.Info("started", "generation", r.gen.Generation, "rank", r.gen.Rank, "world_size", r.gen.WorldSize,
 			"processes", len(g.procs), "restart_count", r.restarts)
 		code, next := r.supervise(ctx, g)
@@ -244,34 +254,70 @@ type exit struct {
 	slot, code int
 }
 
+// proc is a started process and its end.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed once it exited; code is set then
+	code int
+}
+
+func startProc(cmd *exec.Cmd) (*proc, error) {
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		p.code = exitCode(cmd.ProcessState)
+		close(p.done)
+	}()
+	return p, nil
+}
+
 // group is the command's processes, one per slot.
 type group struct {
-	procs []*exec.Cmd
+	procs []*proc
 	exits chan exit
 	left  int
 	codes []int
 }
 
-func startGroup(cfg Config, r *sidecar.Rendezvous, o EnvOptions) (*group, error) {
-	g := &group{exits: make(chan exit, r.LocalWorldSize), codes: make([]int, r.LocalWorldSize)}
-	for slot := range r.LocalWorldSize {
-		cmd := exec.Command(cfg.Command[0], cfg.Command[1:]...)
-		cmd.Env = Env(baseEnv(), r, slot, o)
-		cmd.Stdin = nil
-		cmd.Stdout, cmd.Stderr = cfg.Stdout, cfg.Stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := cmd.Start(); err != nil {
-			g.stop(cfg.StopTimeout)
-			return nil, fmt.Errorf("start %s: %w", cfg.Command[0], err)
+// startGroup starts the command for every slot of the current generation.
+func (r *runner) startGroup(o EnvOptions) (*group, error) {
+	n := r.gen.LocalWorldSize
+	g := &group{exits: make(chan exit, n), codes: make([]int, n)}
+	for slot := range n {
+		p, err := r.startSlot(slot, Env(baseEnv(), r.gen, slot, o))
+		if err != nil {
+			g.stop(r.cfg.StopTimeout)
+			return nil, fmt.Errorf("start %s: %w", r.cfg.Command[0], err)
 		}
-		g.procs = append(g.procs, cmd)
+		g.procs = append(g.procs, p)
 		g.left++
 		go func() {
-			cmd.Wait()
-			g.exits <- exit{slot: slot, code: exitCode(cmd.ProcessState)}
+			<-p.done
+			g.exits <- exit{slot: slot, code: p.code}
 		}()
 	}
 	return g, nil
+}
+
+// startSlot runs the command for slot in its warm process, or starts it.
+func (r *runner) startSlot(slot int, env []string) (*proc, error) {
+	if s := r.takeSpare(slot); s != nil {
+		err := s.start(env)
+		if err == nil {
+			return s.p, nil
+		}
+		r.log.Warn("could not hand the command to its warm process; starting cold", "err", err)
+		syscall.Kill(-s.p.cmd.Process.Pid, syscall.SIGKILL)
+		<-s.p.done
+	}
+	cmd := exec.Command(r.cfg.Command[0], r.cfg.Command[1:]...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = r.cfg.Stdout, r.cfg.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return startProc(cmd)
 }
 
 // firstFailure returns the first non-zero exit code, by slot, or 0.
@@ -287,7 +333,7 @@ func (g *group) firstFailure() int {
 func (g *group) signal(sig os.Signal) {
 	for _, p := range g.procs {
 		if s, ok := sig.(syscall.Signal); ok {
-			syscall.Kill(-p.Process.Pid, s)
+			syscall.Kill(-p.cmd.Process.Pid, s)
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -38,7 +40,7 @@ type execRun struct {
 	err     error
 }
 
-func startExec(t *testing.T, socket string, maxRestarts int, script string) *execRun {
+func startExec(t *testing.T, socket string, maxRestarts int, script string, mutate ...func(*launch.Config)) *execRun {
 	t.Helper()
 	pr, pw := io.Pipe()
 	e := &execRun{lines: make(chan string, 100), signals: make(chan os.Signal, 4), done: make(chan int, 1)}
@@ -50,6 +52,9 @@ func startExec(t *testing.T, socket string, maxRestarts int, script string) *exe
 	cfg.Signals = e.signals
 	cfg.Stdout, cfg.Stderr = pw, io.Discard
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, f := range mutate {
+		f(&cfg)
+	}
 	go func() {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
@@ -164,5 +169,49 @@ func TestExecFailsClearlyWithoutASidecar(t *testing.T) {
 	code, err := launch.Run(context.Background(), cfg)
 	if err == nil || code == 0 || !strings.Contains(err.Error(), "unreachable") {
 		t.Fatalf("Run = %d, %v; want a non-zero code and an 'unreachable' error", code, err)
+	}
+}
+
+func TestExecPreloadRestartsInAWarmProcess(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true and no python3 in PATH")
+		}
+		t.Skip("no python3 in PATH")
+	}
+	dir := t.TempDir()
+	// heavy stands for torch: the warm process imports it ahead of time.
+	if err := os.WriteFile(filepath.Join(dir, "heavy.py"), []byte("import os\nPID = os.getpid()\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, "train.py")
+	if err := os.WriteFile(script, []byte(`import os, signal, sys, time
+preloaded = "heavy" in sys.modules
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+print("start", os.environ["RANK"], os.environ["WORLD_SIZE"], os.environ["TORCHELASTIC_RESTART_COUNT"],
+      preloaded, sys.argv[1:], __name__, flush=True)
+while True:
+    time.sleep(0.05)
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PYTHONPATH", dir)
+	srv := etcdtest.Start(t)
+	w0 := sidecartest.Start(t, srv.Endpoints(), "exec", "w0")
+	e := startExec(t, w0.Socket, 0, "", func(c *launch.Config) {
+		c.Command = []string{python, "-u", script, "--flag", "x"}
+		c.Preload = []string{"heavy"}
+	})
+	if got := e.await(t, "start"); got != "start 0 1 0 False ['--flag', 'x'] __main__" {
+		t.Fatalf("first start %q, want a cold start of rank 0 of 1", got)
+	}
+	sidecartest.Start(t, srv.Endpoints(), "exec", "w1")
+	if got := e.await(t, "start"); got != "start 0 2 1 True ['--flag', 'x'] __main__" {
+		t.Fatalf("restart %q, want rank 0 of 2, restart count 1, in a process that imported heavy", got)
+	}
+	e.signals <- syscall.SIGTERM
+	if code := e.wait(t); code != 0 {
+		t.Fatalf("exit code %d, want the command's 0", code)
 	}
 }

@@ -1,0 +1,131 @@
+package launch
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// With Config.Preload, a Python command's next process for each slot is
+// started while the current one trains: it imports the preloaded modules
+// and waits to be told its environment. A restart then costs neither an
+// interpreter start nor `import torch` (1.6 s each on a small VM, and
+// several processes importing at once share its few cores).
+
+//go:embed warm.py
+var warmPy string
+
+// pythonCommand splits a Python command into the interpreter with its
+// options and the target (a script and its arguments, or -m module and its
+// arguments); ok is false for anything else (-c, stdin, not Python).
+func pythonCommand(cmd []string) (interp, target []string, ok bool) {
+	if len(cmd) < 2 || !strings.HasPrefix(filepath.Base(cmd[0]), "python") {
+		return nil, nil, false
+	}
+	for i := 1; i < len(cmd); i++ {
+		switch a := cmd[i]; {
+		case a == "-m":
+			if i+1 >= len(cmd) {
+				return nil, nil, false
+			}
+			return cmd[:i], cmd[i:], true
+		case a == "-W" || a == "-X": // options with a separate value
+			i++
+		case a == "-c" || a == "-" || strings.HasPrefix(a, "--"):
+			return nil, nil, false
+		case strings.HasPrefix(a, "-"):
+		default:
+			return cmd[:i], cmd[i:], true
+		}
+	}
+	return nil, nil, false
+}
+
+// spare is a warm process waiting for its environment.
+type spare struct {
+	p     *proc
+	start func(env []string) error
+}
+
+// startSpare starts a warm process for slot; env is its environment until
+// it is told the real one (the variables Python and the preloaded modules
+// read at start are the same in both).
+func startSpare(cfg Config, interp, target []string, env []string) (*spare, error) {
+	args := append(append(append([]string{}, interp[1:]...), "-c", warmPy), strings.Join(cfg.Preload, ","))
+	cmd := exec.Command(interp[0], args...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = cfg.Stdout, cfg.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	p, err := startProc(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return &spare{p: p, start: func(env []string) error {
+		defer stdin.Close()
+		line, err := json.Marshal(struct {
+			Env    []string `json:"env"`
+			Target []string `json:"target"`
+		}{env, target})
+		if err != nil {
+			return err
+		}
+		if _, err := stdin.Write(append(line, '\n')); err != nil {
+			return fmt.Errorf("warm process %d: %w", cmd.Process.Pid, err)
+		}
+		return nil
+	}}, nil
+}
+
+// startSpares starts a warm process per slot for the next restart, when
+// the command can be preloaded.
+func (r *runner) startSpares(o EnvOptions) {
+	interp, target, ok := pythonCommand(r.cfg.Command)
+	if len(r.cfg.Preload) == 0 || !ok {
+		return
+	}
+	r.stopSpares()
+	r.spares = make([]*spare, r.gen.LocalWorldSize)
+	for slot := range r.spares {
+		s, err := startSpare(r.cfg, interp, target, Env(baseEnv(), r.gen, slot, o))
+		if err != nil {
+			r.log.Warn("could not start a warm process; the next restart starts cold", "err", err)
+			continue
+		}
+		r.spares[slot] = s
+	}
+}
+
+// takeSpare returns slot's warm process, nil when there is none alive.
+func (r *runner) takeSpare(slot int) *spare {
+	if slot >= len(r.spares) || r.spares[slot] == nil {
+		return nil
+	}
+	s := r.spares[slot]
+	r.spares[slot] = nil
+	select {
+	case <-s.p.done:
+		r.log.Warn("a warm process had exited; starting cold", "exit_code", s.p.code)
+		return nil
+	default:
+		return s
+	}
+}
+
+// stopSpares kills the warm processes left.
+func (r *runner) stopSpares() {
+	for _, s := range r.spares {
+		if s != nil {
+			syscall.Kill(-s.p.cmd.Process.Pid, syscall.SIGKILL)
+			<-s.p.done
+		}
+	}
+	r.spares = nil
+}

@@ -1,0 +1,36 @@
+# A warm process of `ringside exec --preload`: imports the modules named in
+# argv[1], then waits for one JSON line on stdin, {"env": [...], "target":
+# [...]}, and runs the target (a script and its arguments, or -m module and
+# its arguments) as `python TARGET` would, in this process.
+import json
+import os
+import runpy
+import sys
+
+
+def main():
+    for name in filter(None, sys.argv[1].split(",")):
+        __import__(name)
+    line = sys.stdin.buffer.readline()
+    if not line:
+        return 0  # not needed after all
+    spec = json.loads(line)
+    fd = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(fd, 0)
+    os.close(fd)
+    os.environ.clear()
+    for kv in spec["env"]:
+        k, _, v = kv.partition("=")
+        os.environ[k] = v
+    target = spec["target"]
+    if target[0] == "-m":
+        sys.argv = target[1:]
+        runpy.run_module(target[1], run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = list(target)
+        sys.path[0] = os.path.dirname(os.path.abspath(target[0]))
+        runpy.run_path(target[0], run_name="__main__")
+    return 0
+
+
+sys.exit(main())
