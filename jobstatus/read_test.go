@@ -157,7 +157,7 @@ func TestReadBuildsTheSnapshotFromTheJobKeys(t *testing.T) {
 				"/ringside/default/malformed/generation: malformed generation: unexpected end of JSON input",
 				"/ringside/default/malformed/members/w1: malformed member: invalid character 'o' in literal null (expecting 'u')",
 				`/ringside/default/malformed/members/w2: malformed member: id "w9" does not match the key`,
-				"/ringside/default/malformed/members/w3: malformed member: slots must be at least 1, got 0\nstate \"sleeping\" is neither \"active\" nor \"draining\"",
+				"/ringside/default/malformed/members/w3: malformed member: slots must be at least 1, got 0\nstate \"sleeping\" is not \"active\", \"draining\" or \"pending\"",
 				"/ringside/default/malformed/status/w0: malformed status: json: cannot unmarshal string into Go struct field heartbeat.step of type int64",
 			},
 		},
@@ -171,7 +171,7 @@ func TestReadBuildsTheSnapshotFromTheJobKeys(t *testing.T) {
 		want: Snapshot{
 			Generation: 1, Reason: "test", CommittedBy: "w0", WorldSize: 1, Master: "10.0.0.10:29501",
 			Members:  []Member{row("w0", 0, 1, StateUnknown)},
-			Warnings: []string{"/ringside/default/unknown/members/w0: malformed member: id is empty\naddr is empty\nslots must be at least 1, got 0\nstate \"\" is neither \"active\" nor \"draining\""},
+			Warnings: []string{"/ringside/default/unknown/members/w0: malformed member: id is empty\naddr is empty\nslots must be at least 1, got 0\nstate \"\" is not \"active\", \"draining\" or \"pending\""},
 		},
 	}, {
 		name: "a generation that breaks its own rules is a warning",
