@@ -93,6 +93,7 @@ func (r *runner) run(ctx context.Context) (int, error) {
 	if _, _, ok := pythonCommand(r.cfg.Command); len(r.cfg.Preload) > 0 && !ok {
 		r.log.Warn("--preload needs a `python [options] SCRIPT|-m MODULE` command; starting cold", "command", r.cfg.Command[0])
 	}
+	r.warmUp(ctx)
 	if err := r.connect(ctx); err != nil {
 		return 1, err
 	}
@@ -105,7 +106,7 @@ func (r *runner) run(ctx context.Context) (int, error) {
 		if err != nil {
 			return 1, err
 		}
-		r.startSpares(o)
+		r.startSpares(r.gen, o)
 		r.log.Info("started", "generation", r.gen.Generation, "rank", r.gen.Rank, "world_size", r.gen.WorldSize,
 			"processes", len(g.procs), "restart_count", r.restarts)
 		code, next := r.supervise(ctx, g)
@@ -274,6 +275,12 @@ func startProc(cmd *exec.Cmd) (*proc, error) {
 	return p, nil
 }
 
+// kill SIGKILLs the process's group and waits for its end.
+func (p *proc) kill() {
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
 // group is the command's processes, one per slot.
 type group struct {
 	procs []*proc
@@ -310,8 +317,7 @@ func (r *runner) startSlot(slot int, env []string) (*proc, error) {
 			return s.p, nil
 		}
 		r.log.Warn("could not hand the command to its warm process; starting cold", "err", err)
-		syscall.Kill(-s.p.cmd.Process.Pid, syscall.SIGKILL)
-		<-s.p.done
+		s.p.kill()
 	}
 	cmd := exec.Command(r.cfg.Command[0], r.cfg.Command[1:]...)
 	cmd.Env = env

@@ -203,14 +203,44 @@ while True:
 		c.Command = []string{python, "-u", script, "--flag", "x"}
 		c.Preload = []string{"heavy"}
 	})
-	if got := e.await(t, "start"); got != "start 0 1 0 False ['--flag', 'x'] __main__" {
-		t.Fatalf("first start %q, want a cold start of rank 0 of 1", got)
+	// The first start too: exec waited for the warm process to import
+	// heavy before it joined.
+	if got := e.await(t, "start"); got != "start 0 1 0 True ['--flag', 'x'] __main__" {
+		t.Fatalf("first start %q, want rank 0 of 1 in a process that imported heavy", got)
 	}
 	sidecartest.Start(t, srv.Endpoints(), "exec", "w1")
 	if got := e.await(t, "start"); got != "start 0 2 1 True ['--flag', 'x'] __main__" {
 		t.Fatalf("restart %q, want rank 0 of 2, restart count 1, in a process that imported heavy", got)
 	}
 	e.signals <- syscall.SIGTERM
+	if code := e.wait(t); code != 0 {
+		t.Fatalf("exit code %d, want the command's 0", code)
+	}
+}
+
+func TestExecPreloadOfAMissingModuleStartsCold(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true and no python3 in PATH")
+		}
+		t.Skip("no python3 in PATH")
+	}
+	script := filepath.Join(t.TempDir(), "train.py")
+	if err := os.WriteFile(script, []byte(`import os
+print("start", os.environ["RANK"], os.environ["WORLD_SIZE"], flush=True)
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := etcdtest.Start(t)
+	w0 := sidecartest.Start(t, srv.Endpoints(), "exec", "w0")
+	e := startExec(t, w0.Socket, 0, "", func(c *launch.Config) {
+		c.Command = []string{python, script}
+		c.Preload = []string{"no_such_module_here"}
+	})
+	if got := e.await(t, "start"); got != "start 0 1" {
+		t.Fatalf("start %q, want rank 0 of 1", got)
+	}
 	if code := e.wait(t); code != 0 {
 		t.Fatalf("exit code %d, want the command's 0", code)
 	}

@@ -1,20 +1,28 @@
 package launch
 
 import (
+	"context"
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/ringside/ringside/sidecar"
 )
 
 // With Config.Preload, a Python command's next process for each slot is
 // started while the current one trains: it imports the preloaded modules
 // and waits to be told its environment. A restart then costs neither an
 // interpreter start nor `import torch` (1.6 s each on a small VM, and
-// several processes importing at once share its few cores).
+// several processes importing at once share its few cores). At start, exec
+// waits for the first slot's warm process before it asks the sidecar for
+// a generation, so a new member (under `sidecar --await-trainer`) enters
+// the ring ready to train.
 
 //go:embed warm.py
 var warmPy string
@@ -48,6 +56,7 @@ func pythonCommand(cmd []string) (interp, target []string, ok bool) {
 // spare is a warm process waiting for its environment.
 type spare struct {
 	p     *proc
+	ready chan struct{} // closed once its imports are done (or it exited)
 	start func(env []string) error
 }
 
@@ -64,11 +73,24 @@ func startSpare(cfg Config, interp, target []string, env []string) (*spare, erro
 	if err != nil {
 		return nil, err
 	}
-	p, err := startProc(cmd)
+	readyR, readyW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	return &spare{p: p, start: func(env []string) error {
+	cmd.ExtraFiles = []*os.File{readyW} // fd 3: a byte once imported
+	p, err := startProc(cmd)
+	readyW.Close()
+	if err != nil {
+		readyR.Close()
+		return nil, err
+	}
+	ready := make(chan struct{})
+	go func() {
+		readyR.Read(make([]byte, 1)) // a byte, or EOF when it exited
+		readyR.Close()
+		close(ready)
+	}()
+	return &spare{p: p, ready: ready, start: func(env []string) error {
 		defer stdin.Close()
 		line, err := json.Marshal(struct {
 			Env    []string `json:"env"`
@@ -84,22 +106,38 @@ func startSpare(cfg Config, interp, target []string, env []string) (*spare, erro
 	}}, nil
 }
 
-// startSpares starts a warm process per slot for the next restart, when
-// the command can be preloaded.
-func (r *runner) startSpares(o EnvOptions) {
+// startSpares starts a warm process per slot of gen (their environment is
+// replaced when they take over), when the command can be preloaded.
+func (r *runner) startSpares(gen *sidecar.Rendezvous, o EnvOptions) {
 	interp, target, ok := pythonCommand(r.cfg.Command)
 	if len(r.cfg.Preload) == 0 || !ok {
 		return
 	}
 	r.stopSpares()
-	r.spares = make([]*spare, r.gen.LocalWorldSize)
+	r.spares = make([]*spare, gen.LocalWorldSize)
 	for slot := range r.spares {
-		s, err := startSpare(r.cfg, interp, target, Env(baseEnv(), r.gen, slot, o))
+		s, err := startSpare(r.cfg, interp, target, Env(baseEnv(), gen, slot, o))
 		if err != nil {
 			r.log.Warn("could not start a warm process; the next restart starts cold", "err", err)
 			continue
 		}
 		r.spares[slot] = s
+	}
+}
+
+// warmUp starts the first slot's warm process and waits until it has
+// imported the preloaded modules (at most StartTimeout).
+func (r *runner) warmUp(ctx context.Context) {
+	r.startSpares(&sidecar.Rendezvous{LocalWorldSize: 1}, EnvOptions{RunID: r.cfg.RunID, Socket: r.cfg.Socket})
+	if len(r.spares) == 0 || r.spares[0] == nil {
+		return
+	}
+	r.log.Info("importing the preloaded modules before joining", "modules", strings.Join(r.cfg.Preload, ","))
+	select {
+	case <-r.spares[0].ready:
+	case <-time.After(r.cfg.StartTimeout):
+		r.log.Warn("the warm process is still importing; going on", "waited", r.cfg.StartTimeout)
+	case <-ctx.Done():
 	}
 }
 
@@ -123,8 +161,7 @@ func (r *runner) takeSpare(slot int) *spare {
 func (r *runner) stopSpares() {
 	for _, s := range r.spares {
 		if s != nil {
-			syscall.Kill(-s.p.cmd.Process.Pid, syscall.SIGKILL)
-			<-s.p.done
+			s.p.kill()
 		}
 	}
 	r.spares = nil

@@ -10,7 +10,16 @@ import sys
 
 def main():
     for name in filter(None, sys.argv[1].split(",")):
-        __import__(name)
+        try:
+            __import__(name)
+        except ImportError as e:
+            print("ringside exec --preload: cannot import %s: %s" % (name, e), file=sys.stderr)
+            return 3
+    try:
+        os.write(3, b"1")  # ready: exec waits for it before joining
+        os.close(3)
+    except OSError:
+        pass
     line = sys.stdin.buffer.readline()
     if not line:
         return 0  # not needed after all
