@@ -52,7 +52,7 @@ bench: build
 	$(BIN) bench recovery --trainer go --workers 8 --kills 4 --fault stop --json
 	$(BIN) bench recovery --trainer pytorch --workers 8 --kills 8 --json
 	$(BIN) bench recovery --trainer pytorch --workers 8 --kills 4 --fault stop --json
-	$(BIN) bench recovery --trainer pytorch --workers 8 --kills 4 --mode restart --json
+	$(BIN) bench recovery --trainer pytorch --workers 8 --kills 4 --mode restart --pause 15s --json
 	$(BIN) bench goodput --trainer pytorch --workers 8 --duration 10m --kill-every 60s --json
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./netopt/
 

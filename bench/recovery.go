@@ -17,7 +17,11 @@ type RecoveryConfig struct {
 	Workers int
 	Kills   int
 	// Fault is "kill" (SIGKILL) or "stop" (SIGSTOP: a silent peer).
-	Fault   string
+	Fault string
+	// Pause is how long the full job trains before each fault (restart
+	// mode's warm processes import torch meanwhile, as between real
+	// faults minutes apart).
+	Pause   time.Duration
 	Settle  time.Duration
 	Timeout time.Duration
 }
@@ -41,6 +45,7 @@ type RecoveryResult struct {
 	DrainLostSteps   int64   `json:"drain_lost_steps"`
 	JoinToTrainP50S  float64 `json:"join_to_train_p50_s"`
 	SettleS          float64 `json:"settle_s"`
+	PauseS           float64 `json:"pause_s,omitempty"`
 }
 
 // Recovery runs Workers workers (sidecar + trainer: the Go ring trainer, or
@@ -94,9 +99,12 @@ func Recovery(ctx context.Context, cfg RecoveryConfig, progress io.Writer) (Reco
 	}
 
 	res := RecoveryResult{Bench: "recovery", Trainer: cfg.Trainer, Mode: cfg.Mode, Fault: cfg.Fault, Workers: cfg.Workers,
-		Kills: cfg.Kills, SettleS: cfg.Settle.Seconds()}
+		Kills: cfg.Kills, SettleS: cfg.Settle.Seconds(), PauseS: cfg.Pause.Seconds()}
 	var resumes, joins []float64
 	for k := range cfg.Kills {
+		if !sleepCtx(ctx, cfg.Pause) {
+			return res, ctx.Err()
+		}
 		victim := w.ByRank(k % cfg.Workers)
 		if victim == nil {
 			return res, errors.New("no worker holds the victim's rank")

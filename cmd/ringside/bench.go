@@ -135,6 +135,7 @@ mode through ringside.elastic.run, in restart mode (--mode restart) under
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "workers")
 	f.IntVar(&cfg.Kills, "kills", cfg.Kills, "faults, one at a time")
 	f.StringVar(&cfg.Fault, "fault", cfg.Fault, "kill (SIGKILL) or stop (SIGSTOP, a silent peer)")
+	f.DurationVar(&cfg.Pause, "pause", cfg.Pause, "how long the full job trains before each fault (lets restart mode's --preload processes get ready)")
 	f.DurationVar(&cfg.Settle, "settle", cfg.Settle, "the leader's settle window for joins")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up after this long")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON line")
