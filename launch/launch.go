@@ -31,6 +31,9 @@ type Config struct {
 	RunID string
 	// StartTimeout bounds the wait for a reachable sidecar at start.
 	StartTimeout time.Duration
+	// CrashGrace is how long a failed command waits for a new generation
+	// (a peer that died) before its failure counts and is reported.
+	CrashGrace time.Duration
 	// Preload names Python modules to import ahead of time: while the
 	// command trains, a warm process per slot imports them, and the next
 	// restart runs the command in it. Only for `python [options] SCRIPT`
@@ -51,6 +54,7 @@ func DefaultConfig() Config {
 		MaxRestarts:  3,
 		RunID:        "ringside",
 		StartTimeout: 60 * time.Second,
+		CrashGrace:   2 * time.Second,
 		Stdout:       os.Stdout,
 		Stderr:       os.Stderr,
 	}
@@ -219,6 +223,14 @@ func (r *runner) supervise(ctx context.Context, g *group) (code int, next bool) 
 			}
 			// A crash: stop the others and have the job re-form.
 			g.stop(r.cfg.StopTimeout)
+			if r.awaitNewGeneration(ctx, r.cfg.CrashGrace) {
+				r.log.Info("command failed as the job changed; restarting with the new generation",
+					"exit_code", ex.code, "generation", r.gen.Generation, "reason", r.gen.Reason)
+				if r.gen.State != sidecar.StateActive && r.draining {
+					return 0, false
+				}
+				return 0, true
+			}
 			r.failures++
 			if r.failures > r.cfg.MaxRestarts {
 				r.log.Error("command failed; no restarts left", "exit_code", ex.code, "max_restarts", r.cfg.MaxRestarts)
@@ -242,6 +254,34 @@ func (r *runner) supervise(ctx context.Context, g *group) (code int, next bool) 
 		case <-ctx.Done():
 			g.stop(r.cfg.StopTimeout)
 			return 1, false
+		}
+	}
+}
+
+// awaitNewGeneration waits up to d for a generation newer than the
+// current one and makes it current. A command that fails right after a
+// peer died is most often that death surfacing in a collective; the
+// generation without the peer follows within about a second, and such a
+// failure is not the command's own.
+func (r *runner) awaitNewGeneration(ctx context.Context, d time.Duration) bool {
+	timeout := time.After(d)
+	for {
+		select {
+		case e, open := <-r.events:
+			if !open {
+				return false
+			}
+			if e.Type == "drain" {
+				r.draining = true
+			}
+			if e.Type == "generation" && e.Generation.Generation > r.gen.Generation {
+				r.gen = e.Generation
+				return true
+			}
+		case <-timeout:
+			return false
+		case <-ctx.Done():
+			return false
 		}
 	}
 }

@@ -49,6 +49,7 @@ func startExec(t *testing.T, socket string, maxRestarts int, script string, muta
 	cfg.Command = []string{"sh", "-c", script}
 	cfg.MaxRestarts = maxRestarts
 	cfg.StopTimeout = 5 * time.Second
+	cfg.CrashGrace = 100 * time.Millisecond
 	cfg.Signals = e.signals
 	cfg.Stdout, cfg.Stderr = pw, io.Discard
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -243,5 +244,30 @@ print("start", os.environ["RANK"], os.environ["WORLD_SIZE"], flush=True)
 	}
 	if code := e.wait(t); code != 0 {
 		t.Fatalf("exit code %d, want the command's 0", code)
+	}
+}
+
+func TestExecFailureAsTheJobChangesIsNotCounted(t *testing.T) {
+	srv := etcdtest.Start(t)
+	w0 := sidecartest.Start(t, srv.Endpoints(), "exec", "w0")
+	fifo := filepath.Join(t.TempDir(), "crash")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Alone, the command fails once told to (as a collective with a peer
+	// that just died would); with two members it trains.
+	e := startExec(t, w0.Socket, 0, `trap 'exit 0' TERM; echo "start $WORLD_SIZE"; if [ "$WORLD_SIZE" = 1 ]; then read x < `+fifo+`; echo crashing; exit 1; fi; `+loop,
+		func(c *launch.Config) { c.CrashGrace = time.Minute })
+	e.await(t, "start 1")
+	if err := os.WriteFile(fifo, []byte("x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.await(t, "crashing")
+	sidecartest.Start(t, srv.Endpoints(), "exec", "w1")
+	// With --max-restarts 0 a counted failure would have ended exec.
+	e.await(t, "start 2")
+	e.signals <- syscall.SIGTERM
+	if code := e.wait(t); code != 0 {
+		t.Fatalf("exit code %d, want 0", code)
 	}
 }

@@ -114,11 +114,11 @@ worker drains; drain_lost_steps counts steps the survivors had to redo.
 --trainer pytorch runs examples/pytorch/train.py (an MLP under
 DistributedDataParallel, gloo on CPU) with Debian's python3-torch: in live
 mode through ringside.elastic.run, in restart mode (--mode restart) under
-` + "`ringside exec`" + `, restarted from its checkpoint on every generation.`,
+` + "`ringside exec --preload torch`" + `, restarted from its checkpoint on every generation.`,
 		Example: `  ringside bench recovery --trainer go --workers 8 --kills 8 --json
   ringside bench recovery --trainer go --workers 8 --kills 4 --fault stop --json
   ringside bench recovery --trainer pytorch --workers 8 --kills 8 --json
-  ringside bench recovery --trainer pytorch --workers 4 --kills 3 --mode restart --json`,
+  ringside bench recovery --trainer pytorch --workers 8 --kills 4 --mode restart --pause 15s --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			res, err := bench.Recovery(cmd.Context(), cfg, os.Stderr)

@@ -32,7 +32,9 @@ OMP_NUM_THREADS when unset) and netopt's NCCL settings, taken from the
 sidecar's current generation. On every new generation it stops CMD (SIGTERM,
 then SIGKILL after --stop-timeout) and starts it again with the new values.
 Signals are forwarded. A crashed CMD is reported to the sidecar, which has
-the job re-form; after --max-restarts crashes exec exits with CMD's code.`,
+the job re-form; after --max-restarts crashes exec exits with CMD's code.
+A crash followed within --crash-grace by a new generation (a peer died and
+CMD failed in a collective with it) is not counted.`,
 		Example: `  ringside exec -- python train.py --epochs 10
   ringside exec --socket /var/run/ringside/ringside.sock --max-restarts 5 -- torch_script.sh
   ringside exec --preload torch -- python train.py   # restarts in a process that imported torch already`,
@@ -59,6 +61,7 @@ the job re-form; after --max-restarts crashes exec exits with CMD's code.`,
 	f.IntVar(&cfg.MaxRestarts, "max-restarts", cfg.MaxRestarts, "restarts after CMD failures before giving up")
 	f.StringVar(&cfg.RunID, "run-id", envOr("RINGSIDE_JOB", cfg.RunID), "TORCHELASTIC_RUN_ID")
 	f.DurationVar(&cfg.StartTimeout, "start-timeout", cfg.StartTimeout, "how long to wait for the sidecar at start")
+	f.DurationVar(&cfg.CrashGrace, "crash-grace", cfg.CrashGrace, "after CMD fails, how long to wait for a new generation (a peer died under it) before the failure counts against --max-restarts")
 	f.StringSliceVar(&cfg.Preload, "preload", nil, "Python modules (e.g. torch) a warm process per slot imports while CMD trains, so a restart skips the interpreter start and the imports; for `python [options] SCRIPT|-m MODULE` commands")
 	return cmd
 }
