@@ -174,13 +174,7 @@ func TestExecFailsClearlyWithoutASidecar(t *testing.T) {
 }
 
 func TestExecPreloadRestartsInAWarmProcess(t *testing.T) {
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true and no python3 in PATH")
-		}
-		t.Skip("no python3 in PATH")
-	}
+	python := requirePython(t)
 	dir := t.TempDir()
 	// heavy stands for torch: the warm process imports it ahead of time.
 	if err := os.WriteFile(filepath.Join(dir, "heavy.py"), []byte("import os\nPID = os.getpid()\n"), 0o644); err != nil {
@@ -220,13 +214,7 @@ while True:
 }
 
 func TestExecPreloadOfAMissingModuleStartsCold(t *testing.T) {
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true and no python3 in PATH")
-		}
-		t.Skip("no python3 in PATH")
-	}
+	python := requirePython(t)
 	script := filepath.Join(t.TempDir(), "train.py")
 	if err := os.WriteFile(script, []byte(`import os
 print("start", os.environ["RANK"], os.environ["WORLD_SIZE"], flush=True)
@@ -270,4 +258,18 @@ func TestExecFailureAsTheJobChangesIsNotCounted(t *testing.T) {
 	if code := e.wait(t); code != 0 {
 		t.Fatalf("exit code %d, want 0", code)
 	}
+}
+
+// requirePython returns python3's path; without one the test skips, and
+// fails in CI.
+func requirePython(t *testing.T) string {
+	t.Helper()
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true and no python3 in PATH")
+		}
+		t.Skip("no python3 in PATH")
+	}
+	return python
 }
