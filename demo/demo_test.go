@@ -8,16 +8,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringside/ringside/internal/testbin"
 )
 
 // TestDemoRunsToTheEnd runs the demo the way `make demo` does, with the
 // real ringside and ringtrainer binaries built for the test.
 func TestDemoRunsToTheEnd(t *testing.T) {
 	dir := t.TempDir()
-	for _, b := range [][2]string{{"ringside", "../cmd/ringside"}, {"ringtrainer", "../examples/ringtrainer"}} {
-		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, b[0]), b[1]).CombinedOutput()
-		if err != nil {
-			t.Fatalf("build %s: %v\n%s", b[0], err, out)
+	for _, b := range [][2]string{{"ringside", testbin.Ringside}, {"ringtrainer", "github.com/ringside/ringside/examples/ringtrainer"}} {
+		if _, err := testbin.Build(dir, b[0], b[1]); err != nil {
+			t.Fatal(err)
 		}
 	}
 	var out bytes.Buffer

@@ -19,6 +19,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/ringside/ringside/internal/testbin"
 	"github.com/ringside/ringside/jobstatus"
 	"github.com/ringside/ringside/localjob"
 )
@@ -39,21 +40,7 @@ func TestMain(m *testing.M) {
 			python, err, lastLine(out))
 		os.Exit(m.Run())
 	}
-	dir, err := os.MkdirTemp("", "ringside-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	ringsideBin = filepath.Join(dir, "ringside")
-	build := exec.Command("go", "build", "-o", ringsideBin, "github.com/ringside/ringside/cmd/ringside")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building ringside for the PyTorch tests:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testbin.WithRingside(m, &ringsideBin))
 }
 
 func lastLine(b []byte) string {

@@ -1,0 +1,41 @@
+// Package testbin builds the project's commands for tests that run them
+// as real processes.
+package testbin
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// Ringside is the import path of the ringside command.
+const Ringside = "github.com/ringside/ringside/cmd/ringside"
+
+// Build builds the command pkg (an import path) as dir/name and returns
+// its path.
+func Build(dir, name, pkg string) (string, error) {
+	path := filepath.Join(dir, name)
+	if out, err := exec.Command("go", "build", "-o", path, pkg).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build %s: %v\n%s", pkg, err, out)
+	}
+	return path, nil
+}
+
+// WithRingside is a TestMain body: it builds ringside into a temporary
+// directory, sets *bin to it, runs the tests and returns their exit code
+// (1 when the build fails).
+func WithRingside(m *testing.M, bin *string) int {
+	dir, err := os.MkdirTemp("", "ringside-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if *bin, err = Build(dir, "ringside", Ringside); err != nil {
+		fmt.Fprintln(os.Stderr, "building ringside for the multi-process tests:", err)
+		return 1
+	}
+	return m.Run()
+}
