@@ -67,7 +67,7 @@ type Agent struct {
 	gossipped map[string]bool // gossip addresses joined
 	beats     heartbeats
 
-	arrived atomic.Bool // the trainer asked for a rendezvous (AwaitTrainer)
+	arrived atomic.Bool // the trainer asked for a rendezvous or events (AwaitTrainer)
 
 	wg sync.WaitGroup
 }
@@ -385,8 +385,8 @@ func (a *Agent) initialState() coordinator.State {
 
 // trainerArrived is called on every rendezvous and event stream request
 // (what a trainer or `ringside exec` asks first): the first one of a
-// pending member makes it active. Its context is the agent's, not the
-// request's: a trainer that gives up its poll still started.
+// pending member makes it active. It outlives the request: a trainer that
+// gives up its poll has still started.
 func (a *Agent) trainerArrived() {
 	if !a.cfg.AwaitTrainer || !a.arrived.CompareAndSwap(false, true) {
 		return

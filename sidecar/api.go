@@ -220,6 +220,12 @@ func (a *Agent) serveRestart(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
+	select {
+	case <-a.started: // the API serves before the join completes
+	case <-ctx.Done():
+		writeError(w, http.StatusServiceUnavailable, "restart not recorded: the sidecar has not joined the job yet")
+		return
+	}
 	if err := a.member.Restart(ctx); err != nil {
 		writeError(w, http.StatusServiceUnavailable, "restart not recorded: "+err.Error())
 		return
