@@ -13,7 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 
-	"github.com/ringside/ringside/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
 )
 
 func TestMain(m *testing.M) {

@@ -12,7 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ringside/ringside/coordinator"
-	"github.com/ringside/ringside/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
 	"github.com/ringside/ringside/sidecar"
 	"github.com/ringside/ringside/sidecar/sidecartest"
 )

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringside/ringside/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
 	"github.com/ringside/ringside/sidecar"
 )
 

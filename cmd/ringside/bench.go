@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ringside/ringside/bench"
+	"github.com/ringside/ringside/internal/bench"
 )
 
 func newBenchCmd() *cobra.Command {

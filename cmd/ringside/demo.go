@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ringside/ringside/demo"
+	"github.com/ringside/ringside/internal/demo"
 )
 
 func newDemoCmd() *cobra.Command {

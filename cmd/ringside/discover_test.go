@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringside/ringside/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
 	"github.com/ringside/ringside/sidecar"
 	"github.com/ringside/ringside/sidecar/client"
 	"github.com/ringside/ringside/sidecar/sidecartest"

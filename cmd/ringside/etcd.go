@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ringside/ringside/etcdlocal"
+	"github.com/ringside/ringside/internal/etcdlocal"
 )
 
 func newEtcdCmd() *cobra.Command {

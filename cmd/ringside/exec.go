@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ringside/ringside/launch"
 	"github.com/ringside/ringside/sidecar/client"
+	"github.com/ringside/ringside/sidecar/launch"
 )
 
 // exitCodeError makes main exit with a code without printing anything.

@@ -17,7 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ringside/ringside/coordinator"
-	"github.com/ringside/ringside/jobstatus"
+	"github.com/ringside/ringside/coordinator/jobstatus"
 )
 
 // statusOptions are the flags of `ringside status`.

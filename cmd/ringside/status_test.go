@@ -13,9 +13,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ringside/ringside/coordinator"
-	"github.com/ringside/ringside/etcdlocal"
-	"github.com/ringside/ringside/etcdlocal/etcdtest"
-	"github.com/ringside/ringside/jobstatus"
+	"github.com/ringside/ringside/coordinator/jobstatus"
+	"github.com/ringside/ringside/internal/etcdlocal"
+	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
 	"github.com/ringside/ringside/sidecar"
 )
 

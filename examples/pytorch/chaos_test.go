@@ -19,9 +19,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/ringside/ringside/coordinator/jobstatus"
+	"github.com/ringside/ringside/internal/localjob"
 	"github.com/ringside/ringside/internal/testbin"
-	"github.com/ringside/ringside/jobstatus"
-	"github.com/ringside/ringside/localjob"
 )
 
 // python is Debian's python3-torch interpreter.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringside/ringside/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
 )
 
 // awaitTimeout bounds every wait for a process's output or exit.

@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/ringside/ringside/localjob"
+	"github.com/ringside/ringside/internal/localjob"
 )
 
 // RecoveryConfig sizes the recovery benchmark.

@@ -15,9 +15,9 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/ringside/ringside/etcdlocal/etcdtest"
-	"github.com/ringside/ringside/launch"
+	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
 	"github.com/ringside/ringside/sidecar"
+	"github.com/ringside/ringside/sidecar/launch"
 	"github.com/ringside/ringside/sidecar/sidecartest"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringside/ringside/localjob"
+	"github.com/ringside/ringside/internal/localjob"
 )
 
 func newTestRecorder() *stepRecorder {

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ringside/ringside/localjob"
+	"github.com/ringside/ringside/internal/localjob"
 )
 
 // Config tunes the demo.

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ringside/ringside/localjob"
+	"github.com/ringside/ringside/internal/localjob"
 	"github.com/ringside/ringside/sidecar"
 )
 

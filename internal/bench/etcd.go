@@ -9,7 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/ringside/ringside/etcdlocal"
+	"github.com/ringside/ringside/internal/etcdlocal"
 )
 
 // startEtcd runs an embedded etcd in a fresh temporary directory; stop

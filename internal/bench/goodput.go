@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ringside/ringside/localjob"
+	"github.com/ringside/ringside/internal/localjob"
 )
 
 // TrainerSpec says which trainer a benchmark's workers run.

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ringside/ringside/etcdlocal"
+	"github.com/ringside/ringside/internal/etcdlocal"
 	"github.com/ringside/ringside/sidecar/client"
 )
 

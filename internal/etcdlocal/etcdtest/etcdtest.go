@@ -9,7 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/ringside/ringside/etcdlocal"
+	"github.com/ringside/ringside/internal/etcdlocal"
 )
 
 // Start runs an etcd server for tb and returns it. The server is closed
