@@ -313,8 +313,8 @@ func (a *Agent) setGeneration(g *record.Generation) {
 
 	a.metrics.generation.Set(float64(g.Number))
 	a.metrics.worldSize.Set(float64(g.WorldSize))
-	a.metrics.members.WithLabelValues("active").Set(float64(len(g.Members)))
-	a.metrics.members.WithLabelValues("standby").Set(float64(len(g.Standby)))
+	a.metrics.members.WithLabelValues(string(record.StateActive)).Set(float64(len(g.Members)))
+	a.metrics.members.WithLabelValues(string(record.StateStandby)).Set(float64(len(g.Standby)))
 	leader := 0.0
 	if a.member.IsLeader() {
 		leader = 1

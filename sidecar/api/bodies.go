@@ -1,5 +1,7 @@
 package api
 
+import "github.com/ringside/ringside/coordinator/record"
+
 // ErrorBody is every error answer's body: what was wrong, for people.
 type ErrorBody struct {
 	Error string `json:"error"`
@@ -14,8 +16,9 @@ type StatusBody struct {
 const (
 	StatusOK         = "ok"         // GET /v1/healthz
 	StatusReady      = "ready"      // GET /v1/readyz
-	StatusDraining   = "draining"   // POST /v1/leave
 	StatusRestarting = "restarting" // POST /v1/restart
+	// StatusDraining answers POST /v1/leave: the member's state from now on.
+	StatusDraining = string(record.StateDraining)
 	// StatusChecking prefixes the peer's id in the answer to POST
 	// /v1/failure.
 	StatusChecking = "checking "

@@ -1,5 +1,7 @@
 // Package client is the Go client of the sidecar's trainer API, used by
 // ringside's own tools (benchmarks, exec, host discovery) and Go trainers.
+// It imports only the standard library and the wire types (sidecar/api),
+// so a trainer that links it links nothing of the sidecar itself.
 package client
 
 import (
@@ -149,9 +151,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 }
 
 func responseError(resp *http.Response) error {
-	var e struct {
-		Error string `json:"error"`
-	}
+	var e api.ErrorBody
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if json.Unmarshal(b, &e) == nil && e.Error != "" {
 		return fmt.Errorf("client: sidecar answered %s: %s", resp.Status, e.Error)
