@@ -6,6 +6,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ringside/ringside/coordinator/record"
 )
 
 // awaitCandidacy returns once this member should campaign: it is among the
@@ -18,7 +20,7 @@ func (m *Member) awaitCandidacy(ctx context.Context) error {
 	if k <= 0 {
 		return nil
 	}
-	prefix := m.job.cfg.Prefix() + "election/"
+	prefix := m.job.cfg.Prefix() + record.ElectionDir
 	gens := m.job.subscribe()
 	defer m.job.unsubscribe(gens)
 	wctx, cancel := context.WithCancel(ctx)

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/ringside/ringside/coordinator/record"
 )
 
 // Policy bounds the world size (total slots) of a generation.
@@ -56,8 +58,8 @@ type Config struct {
 
 // testHooks let tests stop the leader at exact points.
 type testHooks struct {
-	beforeCommit func(*Generation)
-	afterCommit  func(g *Generation, committed bool, err error)
+	beforeCommit func(*record.Generation)
+	afterCommit  func(g *record.Generation, committed bool, err error)
 }
 
 // DefaultConfig returns the defaults for a job.
@@ -84,7 +86,7 @@ func DefaultConfig(namespace, job string) Config {
 
 // Prefix is the job's key prefix, ending in "/".
 func (c Config) Prefix() string {
-	return "/ringside/" + c.Namespace + "/" + c.Job + "/"
+	return record.Prefix(c.Namespace, c.Job)
 }
 
 // Validate reports every problem with the config.

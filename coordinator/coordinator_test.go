@@ -13,6 +13,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
 )
 
@@ -72,20 +73,20 @@ func TestCrashedMemberIsRemovedWhenItsLeaseExpires(t *testing.T) {
 func TestLeaderCrashDuringCommitIsFencedOff(t *testing.T) {
 	srv := etcdtest.Start(t)
 	client := etcdtest.Client(t, srv)
-	reached := make(chan *Generation, 1)
+	reached := make(chan *record.Generation, 1)
 	release := make(chan struct{})
 	result := make(chan bool, 1)
 	var armed atomic.Bool
-	var blocked atomic.Pointer[Generation]
+	var blocked atomic.Pointer[record.Generation]
 	ja := newTestJob(t, client, func(c *Config) {
 		c.hooks = &testHooks{
-			beforeCommit: func(g *Generation) {
+			beforeCommit: func(g *record.Generation) {
 				if armed.Load() && blocked.CompareAndSwap(nil, g) {
 					reached <- g
 					<-release
 				}
 			},
-			afterCommit: func(g *Generation, ok bool, err error) {
+			afterCommit: func(g *record.Generation, ok bool, err error) {
 				if blocked.Load() == g {
 					result <- ok
 				}
@@ -119,7 +120,7 @@ func TestLeaderCrashDuringCommitIsFencedOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored, err := decodeGeneration(resp.Kvs[0].Value)
+	stored, err := record.DecodeGeneration(resp.Kvs[0].Value)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func TestDrainingMemberIsExcludedAtOnce(t *testing.T) {
 	g := await(t, a, "all three", hasIDs("a", "b", "c"))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := b.SetState(ctx, StateDraining); err != nil {
+	if err := b.SetState(ctx, record.StateDraining); err != nil {
 		t.Fatal(err)
 	}
 	next := await(t, b, "generation without the draining b", hasIDs("a", "c"))
@@ -183,7 +184,7 @@ func TestPendingMemberIsPlacedOnceActive(t *testing.T) {
 	a := join(t, j, "a")
 	join(t, j, "b")
 	await(t, a, "a and b", hasIDs("a", "b"))
-	pending := func(info *MemberInfo) { info.State = StatePending }
+	pending := func(info *record.MemberInfo) { info.State = record.StatePending }
 	c := join(t, j, "c", pending)
 	join(t, j, "d")
 	// d's join is batched with c's; the generation places d alone.
@@ -200,7 +201,7 @@ func TestPendingMemberIsPlacedOnceActive(t *testing.T) {
 
 	// Activate never undoes a drain.
 	e := join(t, j, "e", pending)
-	if err := e.SetState(ctx, StateDraining); err != nil {
+	if err := e.SetState(ctx, record.StateDraining); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Activate(ctx); err != nil {
@@ -210,8 +211,8 @@ func TestPendingMemberIsPlacedOnceActive(t *testing.T) {
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("members/e: %v, %d values", err, len(resp.Kvs))
 	}
-	info, err := parseMember(string(resp.Kvs[0].Key), resp.Kvs[0].Value)
-	if err != nil || info.State != StateDraining {
+	info, err := record.DecodeMember(string(resp.Kvs[0].Key), resp.Kvs[0].Value)
+	if err != nil || info.State != record.StateDraining {
 		t.Fatalf("members/e after Activate: %+v, %v; want state draining", info, err)
 	}
 }
@@ -233,7 +234,7 @@ func TestRanksStayStableAcrossRandomJoinsAndLeaves(t *testing.T) {
 			cancel()
 			live = slices.Delete(live, k, k+1)
 		} else {
-			live = append(live, join(t, j, fmt.Sprintf("m%d", i), func(info *MemberInfo) {
+			live = append(live, join(t, j, fmt.Sprintf("m%d", i), func(info *record.MemberInfo) {
 				info.Topology = []string{fmt.Sprintf("zone-%d", rng.IntN(3))}
 			}))
 		}
@@ -375,7 +376,7 @@ func TestRestartCommitsTheSameMembersAgain(t *testing.T) {
 	if err := b.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	next := await(t, a, "generation after b's restart", func(n *Generation) bool { return n.Number > g.Number })
+	next := await(t, a, "generation after b's restart", func(n *record.Generation) bool { return n.Number > g.Number })
 	if !slices.Equal(next.IDs(), g.IDs()) || !strings.Contains(next.Reason, "restart b") {
 		t.Fatalf("generation %v (%q), want the same ring %v for restart b", next.IDs(), next.Reason, g.IDs())
 	}

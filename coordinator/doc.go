@@ -11,9 +11,13 @@
 //
 // Key space, one prefix per job: /ringside/<namespace>/<job>/
 //
-//	members/<id>   each member, on its session lease (MemberInfo as JSON)
+//	members/<id>   each member, on its session lease (record.MemberInfo)
 //	election/      the leader campaign (concurrency.Election)
-//	generation     the leader only, permanent (Generation as JSON)
+//	generation     the leader only, permanent (record.Generation)
+//	status/<id>    each member, on its session lease (record.Status)
+//
+// The values, their codec and the member states are defined once, in
+// package record, which the status view and the trainer API share.
 //
 // The package has no Kubernetes dependency.
 package coordinator

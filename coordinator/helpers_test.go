@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 
+	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
 )
 
@@ -58,9 +59,9 @@ func (w testWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-func join(t *testing.T, j *Job, id string, mutate ...func(*MemberInfo)) *Member {
+func join(t *testing.T, j *Job, id string, mutate ...func(*record.MemberInfo)) *Member {
 	t.Helper()
-	info := MemberInfo{ID: id, Addr: "10.0.0." + id, Slots: 1}
+	info := record.MemberInfo{ID: id, Addr: "10.0.0." + id, Slots: 1}
 	for _, f := range mutate {
 		f(&info)
 	}
@@ -76,10 +77,10 @@ func join(t *testing.T, j *Job, id string, mutate ...func(*MemberInfo)) *Member 
 
 // await reads m's generations until one satisfies ok, failing the test
 // after 15 s.
-func await(t *testing.T, m *Member, what string, ok func(*Generation) bool) *Generation {
+func await(t *testing.T, m *Member, what string, ok func(*record.Generation) bool) *record.Generation {
 	t.Helper()
 	timeout := time.After(15 * time.Second)
-	var last *Generation
+	var last *record.Generation
 	for {
 		select {
 		case g, open := <-m.Generations():
@@ -97,9 +98,9 @@ func await(t *testing.T, m *Member, what string, ok func(*Generation) bool) *Gen
 }
 
 // hasIDs matches a generation whose members are exactly ids, in any order.
-func hasIDs(ids ...string) func(*Generation) bool {
+func hasIDs(ids ...string) func(*record.Generation) bool {
 	want := slices.Sorted(slices.Values(ids))
-	return func(g *Generation) bool {
+	return func(g *record.Generation) bool {
 		return slices.Equal(slices.Sorted(slices.Values(g.IDs())), want)
 	}
 }

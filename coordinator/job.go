@@ -11,6 +11,8 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ringside/ringside/coordinator/record"
 )
 
 // Job is a handle on one job's key space. It runs one watch of the
@@ -23,8 +25,8 @@ type Job struct {
 	log    *slog.Logger
 
 	mu   sync.Mutex
-	cur  *Generation
-	subs map[chan *Generation]struct{}
+	cur  *record.Generation
+	subs map[chan *record.Generation]struct{}
 
 	badValues atomic.Int64
 
@@ -43,7 +45,7 @@ func NewJob(client *clientv3.Client, cfg Config) (*Job, error) {
 		client: client,
 		cfg:    cfg,
 		log:    cfg.logger().With("job", cfg.Job, "namespace", cfg.Namespace),
-		subs:   make(map[chan *Generation]struct{}),
+		subs:   make(map[chan *record.Generation]struct{}),
 		cancel: cancel,
 	}
 	j.wg.Add(1)
@@ -65,7 +67,7 @@ func (j *Job) Close() {
 func (j *Job) Config() Config { return j.cfg }
 
 // Generation returns the newest committed generation seen, or nil.
-func (j *Job) Generation() *Generation {
+func (j *Job) Generation() *record.Generation {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.cur
@@ -87,12 +89,12 @@ func (j *Job) reportBad(key string, err error) {
 	j.log.Warn("ignoring malformed value", "key", key, "err", err)
 }
 
-func (j *Job) genKey() string { return j.cfg.Prefix() + "generation" }
+func (j *Job) genKey() string { return j.cfg.Prefix() + record.GenerationKey }
 
 // subscribe returns a channel that always holds the newest generation not
 // yet received (older undelivered ones are replaced).
-func (j *Job) subscribe() chan *Generation {
-	ch := make(chan *Generation, 1)
+func (j *Job) subscribe() chan *record.Generation {
+	ch := make(chan *record.Generation, 1)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.subs[ch] = struct{}{}
@@ -102,13 +104,13 @@ func (j *Job) subscribe() chan *Generation {
 	return ch
 }
 
-func (j *Job) unsubscribe(ch chan *Generation) {
+func (j *Job) unsubscribe(ch chan *record.Generation) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	delete(j.subs, ch)
 }
 
-func (j *Job) publish(g *Generation) {
+func (j *Job) publish(g *record.Generation) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.cur != nil && g.Number <= j.cur.Number {
@@ -122,7 +124,7 @@ func (j *Job) publish(g *Generation) {
 
 // replace puts g in ch, dropping an undelivered older value. Only the
 // publisher sends, so the loop ends after at most one drop.
-func replace(ch chan *Generation, g *Generation) {
+func replace(ch chan *record.Generation, g *record.Generation) {
 	for {
 		select {
 		case ch <- g:
@@ -185,7 +187,7 @@ func (j *Job) followGenerations(ctx context.Context, bo backoff.BackOff) error {
 }
 
 func (j *Job) accept(value []byte) {
-	g, err := decodeGeneration(value)
+	g, err := record.DecodeGeneration(value)
 	if err != nil {
 		j.reportBad(j.genKey(), err)
 		return
@@ -206,9 +208,9 @@ func newBackoff() backoff.BackOff {
 // Watch delivers committed generations, newest first (a slow reader skips
 // stale ones), starting with the current one if any. The channel is closed
 // when ctx ends.
-func (j *Job) Watch(ctx context.Context) <-chan *Generation {
+func (j *Job) Watch(ctx context.Context) <-chan *record.Generation {
 	in := j.subscribe()
-	out := make(chan *Generation)
+	out := make(chan *record.Generation)
 	j.wg.Add(1)
 	go func() {
 		defer j.wg.Done()

@@ -10,6 +10,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/ringside/ringside/coordinator/record"
 )
 
 // errFenced means a commit's Txn failed its compares: this member is no
@@ -30,7 +32,7 @@ func (m *Member) campaign(ctx context.Context, sess *concurrency.Session) {
 		var key string
 		var rev int64
 		if err == nil {
-			key, rev, err = elect(ctx, sess, m.job.cfg.Prefix()+"election/", m.id)
+			key, rev, err = elect(ctx, sess, m.job.cfg.Prefix()+record.ElectionDir, m.id)
 		}
 		if err == nil {
 			m.leader.Store(true)
@@ -54,9 +56,9 @@ func (m *Member) campaign(ctx context.Context, sess *concurrency.Session) {
 // leaderState is what the leader knows: the registered members and the
 // last committed generation with its ModRevision (the commit fence).
 type leaderState struct {
-	members   map[string]MemberInfo
+	members   map[string]record.MemberInfo
 	memberRev int64
-	gen       *Generation
+	gen       *record.Generation
 	genRev    int64
 }
 
@@ -66,7 +68,7 @@ type leaderState struct {
 // fenced off.
 func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey string, fence int64) error {
 	client, cfg := m.job.client, m.job.cfg
-	membersPrefix := cfg.Prefix() + "members/"
+	membersPrefix := cfg.Prefix() + record.MembersDir
 	genKey := m.job.genKey()
 
 	resp, err := client.Get(ctx, membersPrefix, clientv3.WithPrefix())
@@ -74,7 +76,7 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 		return fmt.Errorf("read members: %w", err)
 	}
 	rev := resp.Header.Revision
-	st := &leaderState{members: make(map[string]MemberInfo, len(resp.Kvs)), memberRev: rev}
+	st := &leaderState{members: make(map[string]record.MemberInfo, len(resp.Kvs)), memberRev: rev}
 	for _, kv := range resp.Kvs {
 		m.applyMember(st, string(kv.Key), kv.Value, kv.CreateRevision)
 	}
@@ -156,7 +158,7 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 // applyMember records a members/ value, or drops the member if the value is
 // malformed.
 func (m *Member) applyMember(st *leaderState, key string, value []byte, createRev int64) {
-	info, err := parseMember(key, value)
+	info, err := record.DecodeMember(key, value)
 	if err != nil {
 		m.job.reportBad(key, err)
 		delete(st.members, key[strings.LastIndexByte(key, '/')+1:])
@@ -171,7 +173,7 @@ func (m *Member) applyMember(st *leaderState, key string, value []byte, createRe
 // numbers keep increasing; its ModRevision still fences the next commit.
 func (m *Member) applyGeneration(st *leaderState, value []byte, modRev int64) {
 	st.genRev = modRev
-	g, err := decodeGeneration(value)
+	g, err := record.DecodeGeneration(value)
 	if err != nil {
 		m.job.reportBad(m.job.genKey(), err)
 		if known := m.job.Generation(); known != nil && (st.gen == nil || known.Number > st.gen.Number) {
@@ -238,7 +240,7 @@ func (c *committer) stopTimer() {
 // commit writes next in one Txn fenced by our election key and the previous
 // generation's ModRevision. The Txn is not cancelled with ctx: once sent,
 // the fence alone decides.
-func (c *committer) commit(ctx context.Context, next *Generation, d delta) error {
+func (c *committer) commit(ctx context.Context, next *record.Generation, d delta) error {
 	c.stopTimer()
 	m := c.m
 	next.Leader = m.id

@@ -14,6 +14,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/ringside/ringside/coordinator/record"
 )
 
 // ErrNotLeader is returned by leader-only calls on a member that does not
@@ -32,10 +34,10 @@ type Member struct {
 	key string
 	log *slog.Logger
 
-	gens chan *Generation
+	gens chan *record.Generation
 
 	mu   sync.Mutex // guards info and sess
-	info MemberInfo
+	info record.MemberInfo
 	sess *concurrency.Session
 
 	leader atomic.Bool
@@ -50,9 +52,9 @@ type Member struct {
 // is unreachable, until ctx ends. A live registration under the same id (a
 // restarted pod) is replaced: its lease is revoked first, so the job sees
 // the old incarnation leave.
-func (j *Job) Join(ctx context.Context, info MemberInfo) (*Member, error) {
+func (j *Job) Join(ctx context.Context, info record.MemberInfo) (*Member, error) {
 	if info.State == "" {
-		info.State = StateActive
+		info.State = record.StateActive
 	}
 	if err := info.Validate(); err != nil {
 		return nil, fmt.Errorf("member: %w", err)
@@ -61,7 +63,7 @@ func (j *Job) Join(ctx context.Context, info MemberInfo) (*Member, error) {
 	m := &Member{
 		job:    j,
 		id:     info.ID,
-		key:    j.cfg.Prefix() + "members/" + info.ID,
+		key:    j.cfg.Prefix() + record.MembersDir + info.ID,
 		log:    j.log.With("member", info.ID),
 		info:   info,
 		cancel: cancel,
@@ -83,7 +85,7 @@ func (m *Member) ID() string { return m.id }
 // Generations delivers committed generations, newest first: a slow reader
 // skips generations it was too late for. It is closed when the member
 // leaves or is closed.
-func (m *Member) Generations() <-chan *Generation { return m.gens }
+func (m *Member) Generations() <-chan *record.Generation { return m.gens }
 
 // IsLeader reports whether the member currently leads the job.
 func (m *Member) IsLeader() bool { return m.leader.Load() }
@@ -100,13 +102,13 @@ func (m *Member) Lease() clientv3.LeaseID {
 // re-forms its group (restart mode's equivalent of torchrun restarting all
 // workers).
 func (m *Member) Restart(ctx context.Context) error {
-	return m.update(ctx, func(info *MemberInfo) { info.Incarnation++ })
+	return m.update(ctx, func(info *record.MemberInfo) { info.Incarnation++ })
 }
 
 // SetState publishes the member's state (draining excludes it from the next
 // generation), retrying until ctx ends.
-func (m *Member) SetState(ctx context.Context, s State) error {
-	if err := m.update(ctx, func(info *MemberInfo) { info.State = s }); err != nil {
+func (m *Member) SetState(ctx context.Context, s record.State) error {
+	if err := m.update(ctx, func(info *record.MemberInfo) { info.State = s }); err != nil {
 		return fmt.Errorf("set state %s: %w", s, err)
 	}
 	return nil
@@ -115,9 +117,9 @@ func (m *Member) SetState(ctx context.Context, s State) error {
 // Activate turns a pending member active, so the next generation places
 // it. It changes no other state: a member already draining stays draining.
 func (m *Member) Activate(ctx context.Context) error {
-	err := m.update(ctx, func(info *MemberInfo) {
-		if info.State == StatePending {
-			info.State = StateActive
+	err := m.update(ctx, func(info *record.MemberInfo) {
+		if info.State == record.StatePending {
+			info.State = record.StateActive
 		}
 	})
 	if err != nil {
@@ -128,7 +130,7 @@ func (m *Member) Activate(ctx context.Context) error {
 
 // update changes the member's record and stores it, retrying until ctx
 // ends.
-func (m *Member) update(ctx context.Context, change func(*MemberInfo)) error {
+func (m *Member) update(ctx context.Context, change func(*record.MemberInfo)) error {
 	return retry(ctx, m.job.cfg.OnError, func(ctx context.Context) error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -198,7 +200,7 @@ func (m *Member) Revoke(ctx context.Context, id string) error {
 // process was refused: the process is gone), where waiting for the
 // leader's own detection would only add latency.
 func (m *Member) Evict(ctx context.Context, id string) error {
-	resp, err := m.job.client.Get(ctx, m.job.cfg.Prefix()+"members/"+id)
+	resp, err := m.job.client.Get(ctx, m.job.cfg.Prefix()+record.MembersDir+id)
 	if err != nil {
 		return fmt.Errorf("revoke %s: %w", id, err)
 	}
@@ -307,7 +309,7 @@ func (m *Member) takeOver(ctx context.Context, mine clientv3.LeaseID) error {
 	return nil
 }
 
-func (m *Member) put(ctx context.Context, info MemberInfo, lease clientv3.LeaseID) error {
+func (m *Member) put(ctx context.Context, info record.MemberInfo, lease clientv3.LeaseID) error {
 	b, err := json.Marshal(info)
 	if err != nil {
 		return fmt.Errorf("encode member: %w", err)

@@ -1,6 +1,10 @@
 package coordinator
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/ringside/ringside/coordinator/record"
+)
 
 // TopologyOrderer is the default RingOrderer: survivors keep their order;
 // each newcomer goes after the last survivor that shares the longest
@@ -13,7 +17,7 @@ type TopologyOrderer struct{}
 var _ RingOrderer = TopologyOrderer{}
 
 // Order implements RingOrderer.
-func (TopologyOrderer) Order(survivors, newcomers []MemberInfo) []MemberInfo {
+func (TopologyOrderer) Order(survivors, newcomers []record.MemberInfo) []record.MemberInfo {
 	// lastAt maps every topology prefix to the last survivor carrying it.
 	lastAt := make(map[string]int)
 	for i, m := range survivors {
@@ -39,7 +43,7 @@ func (TopologyOrderer) Order(survivors, newcomers []MemberInfo) []MemberInfo {
 		}
 		g.add(n)
 	}
-	ring := make([]MemberInfo, 0, len(survivors)+len(newcomers))
+	ring := make([]record.MemberInfo, 0, len(survivors)+len(newcomers))
 	for i, m := range survivors {
 		ring = append(ring, m)
 		ring = after[i].appendTo(ring)
@@ -51,10 +55,10 @@ func (TopologyOrderer) Order(survivors, newcomers []MemberInfo) []MemberInfo {
 // appearance.
 type pathGroups struct {
 	index  map[string]int
-	groups [][]MemberInfo
+	groups [][]record.MemberInfo
 }
 
-func (g *pathGroups) add(m MemberInfo) {
+func (g *pathGroups) add(m record.MemberInfo) {
 	k := pathKey(m.Topology)
 	i, ok := g.index[k]
 	if !ok {
@@ -65,7 +69,7 @@ func (g *pathGroups) add(m MemberInfo) {
 	g.groups[i] = append(g.groups[i], m)
 }
 
-func (g *pathGroups) appendTo(ring []MemberInfo) []MemberInfo {
+func (g *pathGroups) appendTo(ring []record.MemberInfo) []record.MemberInfo {
 	if g == nil {
 		return ring
 	}
@@ -79,7 +83,7 @@ func pathKey(p []string) string { return strings.Join(p, "\x00") }
 
 // checkOrder reports whether ring holds exactly survivors and newcomers with
 // the survivors in their given relative order.
-func checkOrder(ring, survivors, newcomers []MemberInfo) bool {
+func checkOrder(ring, survivors, newcomers []record.MemberInfo) bool {
 	if len(ring) != len(survivors)+len(newcomers) {
 		return false
 	}

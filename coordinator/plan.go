@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/ringside/ringside/coordinator/record"
 )
 
 // delta is what a planned generation changes against the previous one.
@@ -45,13 +47,13 @@ func (d delta) String() string {
 
 // plan builds the generation that should follow prev (nil for none) given
 // the registered members. It returns nil when nothing would change.
-func (c Config) plan(prev *Generation, members map[string]MemberInfo) (*Generation, delta) {
+func (c Config) plan(prev *record.Generation, members map[string]record.MemberInfo) (*record.Generation, delta) {
 	if prev == nil {
-		prev = &Generation{}
+		prev = &record.Generation{}
 	}
-	var survivors, others []MemberInfo
+	var survivors, others []record.MemberInfo
 	for _, pm := range prev.Members {
-		if m, ok := members[pm.ID]; ok && m.State == StateActive {
+		if m, ok := members[pm.ID]; ok && m.State == record.StateActive {
 			survivors = append(survivors, m)
 		}
 	}
@@ -60,12 +62,12 @@ func (c Config) plan(prev *Generation, members map[string]MemberInfo) (*Generati
 		standbyRank[id] = i
 	}
 	for _, m := range members {
-		if _, in := prev.Member(m.ID); !in && m.State == StateActive {
+		if _, in := prev.Member(m.ID); !in && m.State == record.StateActive {
 			others = append(others, m)
 		}
 	}
 	// Standby members first, in their order, then newcomers in join order.
-	slices.SortFunc(others, func(a, b MemberInfo) int {
+	slices.SortFunc(others, func(a, b record.MemberInfo) int {
 		ra, aok := standbyRank[a.ID]
 		rb, bok := standbyRank[b.ID]
 		switch {
@@ -95,14 +97,14 @@ func (c Config) plan(prev *Generation, members map[string]MemberInfo) (*Generati
 		ring = TopologyOrderer{}.Order(keptSurvivors, newcomers)
 	}
 
-	next := &Generation{
+	next := &record.Generation{
 		Number:    prev.Number + 1,
 		WorldSize: world,
 		Paused:    world < c.Policy.Min,
 	}
 	rank := 0
 	for _, m := range ring {
-		next.Members = append(next.Members, RankedMember{ID: m.ID, Addr: m.Addr, Rank: rank, Slots: m.Slots, Incarnation: m.Incarnation})
+		next.Members = append(next.Members, record.RankedMember{ID: m.ID, Addr: m.Addr, Rank: rank, Slots: m.Slots, Incarnation: m.Incarnation})
 		rank += m.Slots
 	}
 	for _, m := range standby {
@@ -112,7 +114,7 @@ func (c Config) plan(prev *Generation, members map[string]MemberInfo) (*Generati
 		next.MasterAddr = next.Members[0].Addr
 	}
 	next.MasterPort = c.MasterPort + int(next.Number%int64(c.MasterPortRange))
-	next.buildIndex()
+	next.BuildIndex()
 
 	d := diff(prev, next, members)
 	if sameRing(prev, next) && next.Paused == prev.Paused && prev.Number > 0 {
@@ -127,7 +129,7 @@ func (c Config) plan(prev *Generation, members map[string]MemberInfo) (*Generati
 // selectMembers takes candidates in priority order while they fit Max, then
 // drops the lowest-priority ones until the world size is a multiple of Unit.
 // It returns how many of the first candidates are selected and their slots.
-func (p Policy) selectMembers(candidates []MemberInfo) (n, world int) {
+func (p Policy) selectMembers(candidates []record.MemberInfo) (n, world int) {
 	unit := max(p.Unit, 1)
 	for n < len(candidates) {
 		s := candidates[n].Slots
@@ -144,7 +146,7 @@ func (p Policy) selectMembers(candidates []MemberInfo) (n, world int) {
 	return n, world
 }
 
-func diff(prev, next *Generation, members map[string]MemberInfo) delta {
+func diff(prev, next *record.Generation, members map[string]record.MemberInfo) delta {
 	var d delta
 	for _, m := range next.Members {
 		switch p, ok := prev.Member(m.ID); {
@@ -161,7 +163,7 @@ func diff(prev, next *Generation, members map[string]MemberInfo) delta {
 		switch info, ok := members[m.ID]; {
 		case !ok:
 			d.left = append(d.left, m.ID)
-		case info.State == StateDraining:
+		case info.State == record.StateDraining:
 			d.drained = append(d.drained, m.ID)
 		default:
 			d.dropped = append(d.dropped, m.ID)
@@ -171,6 +173,6 @@ func diff(prev, next *Generation, members map[string]MemberInfo) delta {
 	return d
 }
 
-func sameRing(a, b *Generation) bool {
+func sameRing(a, b *record.Generation) bool {
 	return slices.Equal(a.Members, b.Members)
 }

@@ -7,31 +7,33 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
+
+	"github.com/ringside/ringside/coordinator/record"
 )
 
-func members(specs ...string) map[string]MemberInfo {
-	out := make(map[string]MemberInfo)
+func members(specs ...string) map[string]record.MemberInfo {
+	out := make(map[string]record.MemberInfo)
 	for i, s := range specs {
 		var id string
 		slots := 1
-		state := StateActive
+		state := record.StateActive
 		fmt.Sscanf(s, "%s", &id)
 		if n, _ := fmt.Sscanf(s, "%s %d", &id, &slots); n < 2 {
 			slots = 1
 		}
 		if id[0] == '~' {
-			id, state = id[1:], StateDraining
+			id, state = id[1:], record.StateDraining
 		}
-		out[id] = MemberInfo{ID: id, Addr: id + ".addr", Slots: slots, State: state, JoinRevision: int64(i + 1)}
+		out[id] = record.MemberInfo{ID: id, Addr: id + ".addr", Slots: slots, State: state, JoinRevision: int64(i + 1)}
 	}
 	return out
 }
 
 func TestPlan(t *testing.T) {
-	prev := func(ids ...string) *Generation {
-		g := &Generation{Number: 7}
+	prev := func(ids ...string) *record.Generation {
+		g := &record.Generation{Number: 7}
 		for i, id := range ids {
-			g.Members = append(g.Members, RankedMember{ID: id, Addr: id + ".addr", Rank: i, Slots: 1})
+			g.Members = append(g.Members, record.RankedMember{ID: id, Addr: id + ".addr", Rank: i, Slots: 1})
 		}
 		g.WorldSize = len(ids)
 		return g
@@ -39,8 +41,8 @@ func TestPlan(t *testing.T) {
 	tests := []struct {
 		name        string
 		policy      Policy
-		prev        *Generation
-		members     map[string]MemberInfo
+		prev        *record.Generation
+		members     map[string]record.MemberInfo
 		wantIDs     []string
 		wantStandby []string
 		wantPaused  bool
@@ -73,7 +75,7 @@ func TestPlan(t *testing.T) {
 			wantIDs: []string{"a", "c"}, wantUrgent: true},
 		{name: "standby is promoted when a member leaves",
 			policy:  Policy{Min: 1, Max: 2, Unit: 1},
-			prev:    &Generation{Number: 3, Members: []RankedMember{{ID: "b", Addr: "b.addr", Slots: 1}, {ID: "a", Addr: "a.addr", Rank: 1, Slots: 1}}, Standby: []string{"c"}, WorldSize: 2},
+			prev:    &record.Generation{Number: 3, Members: []record.RankedMember{{ID: "b", Addr: "b.addr", Slots: 1}, {ID: "a", Addr: "a.addr", Rank: 1, Slots: 1}}, Standby: []string{"c"}, WorldSize: 2},
 			members: members("a", "c", "d"),
 			wantIDs: []string{"a", "c"}, wantStandby: []string{"d"}, wantUrgent: true},
 	}
@@ -103,7 +105,7 @@ func TestPlan(t *testing.T) {
 			if d.urgent() != tt.wantUrgent && tt.prev != nil {
 				t.Errorf("urgent = %v, want %v (%s)", d.urgent(), tt.wantUrgent, d)
 			}
-			if err := next.validate(); err != nil {
+			if err := next.Validate(); err != nil {
 				t.Errorf("planned generation is invalid: %v", err)
 			}
 			if next.MasterAddr != next.Members[0].Addr {
@@ -114,9 +116,11 @@ func TestPlan(t *testing.T) {
 }
 
 func TestTopologyOrdererGroupsNewcomersWithTheirDomain(t *testing.T) {
-	m := func(id string, topo ...string) MemberInfo { return MemberInfo{ID: id, Topology: topo, Slots: 1} }
-	survivors := []MemberInfo{m("a", "z1", "r1"), m("b", "z2", "r1"), m("c", "z1", "r2")}
-	newcomers := []MemberInfo{m("d", "z2", "r1"), m("e", "z3"), m("f", "z1", "r1"), m("g")}
+	m := func(id string, topo ...string) record.MemberInfo {
+		return record.MemberInfo{ID: id, Topology: topo, Slots: 1}
+	}
+	survivors := []record.MemberInfo{m("a", "z1", "r1"), m("b", "z2", "r1"), m("c", "z1", "r2")}
+	newcomers := []record.MemberInfo{m("d", "z2", "r1"), m("e", "z3"), m("f", "z1", "r1"), m("g")}
 	got := TopologyOrderer{}.Order(survivors, newcomers)
 	want := []string{"a", "f", "b", "d", "c", "e", "g"}
 	var gotIDs []string
@@ -130,7 +134,7 @@ func TestTopologyOrdererGroupsNewcomersWithTheirDomain(t *testing.T) {
 
 type brokenOrderer struct{}
 
-func (brokenOrderer) Order(s, n []MemberInfo) []MemberInfo { return n }
+func (brokenOrderer) Order(s, n []record.MemberInfo) []record.MemberInfo { return n }
 
 func TestPlanFallsBackWhenOrdererBreaksContract(t *testing.T) {
 	cfg := DefaultConfig("ns", "job")
@@ -157,15 +161,15 @@ func TestPlanKeepsRanksStable(t *testing.T) {
 		if cfg.Policy.Max != 0 && cfg.Policy.Max < cfg.Policy.Unit {
 			cfg.Policy.Max = cfg.Policy.Unit
 		}
-		live := map[string]MemberInfo{}
-		var gen *Generation
+		live := map[string]record.MemberInfo{}
+		var gen *record.Generation
 		next := 0
 		for step := range rapid.IntRange(1, 40).Draw(t, "steps") {
 			switch op := rapid.IntRange(0, 2).Draw(t, fmt.Sprintf("op%d", step)); {
 			case op == 0 || len(live) == 0:
 				id := fmt.Sprintf("m%d", next)
 				next++
-				live[id] = MemberInfo{ID: id, Addr: id, Slots: rapid.IntRange(1, 2).Draw(t, "slots"), State: StateActive,
+				live[id] = record.MemberInfo{ID: id, Addr: id, Slots: rapid.IntRange(1, 2).Draw(t, "slots"), State: record.StateActive,
 					JoinRevision: int64(next), Topology: []string{rapid.SampledFrom([]string{"z1", "z2", "z3"}).Draw(t, "zone")}}
 			default:
 				keys := slices.Sorted(func(yield func(string) bool) {
@@ -180,7 +184,7 @@ func TestPlanKeepsRanksStable(t *testing.T) {
 					delete(live, id)
 				} else {
 					m := live[id]
-					m.State = StateDraining
+					m.State = record.StateDraining
 					live[id] = m
 				}
 			}
@@ -188,7 +192,7 @@ func TestPlanKeepsRanksStable(t *testing.T) {
 			if planned == nil {
 				continue
 			}
-			if err := planned.validate(); err != nil {
+			if err := planned.Validate(); err != nil {
 				t.Fatalf("invalid generation: %v", err)
 			}
 			if planned.WorldSize%cfg.Policy.Unit != 0 || (cfg.Policy.Max > 0 && planned.WorldSize > cfg.Policy.Max) {

@@ -4,19 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ringside/ringside/coordinator/record"
 )
 
-// PutStatus stores v as JSON under status/<id> on the member's lease, so it
+// PutStatus stores st under status/<id> on the member's lease, so it
 // disappears with the member. Callers throttle: every call is one etcd write.
-func (m *Member) PutStatus(ctx context.Context, v any) error {
-	b, err := json.Marshal(v)
+func (m *Member) PutStatus(ctx context.Context, st record.Status) error {
+	b, err := json.Marshal(st)
 	if err != nil {
 		return fmt.Errorf("encode status: %w", err)
 	}
-	key := m.job.cfg.Prefix() + "status/" + m.id
+	key := m.job.cfg.Prefix() + record.StatusDir + m.id
 	if _, err := m.job.client.Put(ctx, key, string(b), clientv3.WithLease(m.Lease())); err != nil {
 		m.job.reportError("put status", err)
 		return fmt.Errorf("put %s: %w", key, err)
@@ -26,16 +27,16 @@ func (m *Member) PutStatus(ctx context.Context, v any) error {
 
 // Members lists the registered members, in join order. Malformed records
 // are reported and left out.
-func (j *Job) Members(ctx context.Context) ([]MemberInfo, error) {
-	prefix := j.cfg.Prefix() + "members/"
+func (j *Job) Members(ctx context.Context) ([]record.MemberInfo, error) {
+	prefix := j.cfg.Prefix() + record.MembersDir
 	resp, err := j.client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
 		j.reportError("list members", err)
 		return nil, fmt.Errorf("list members: %w", err)
 	}
-	out := make([]MemberInfo, 0, len(resp.Kvs))
+	out := make([]record.MemberInfo, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		info, err := parseMember(string(kv.Key), kv.Value)
+		info, err := record.DecodeMember(string(kv.Key), kv.Value)
 		if err != nil {
 			j.reportBad(string(kv.Key), err)
 			continue
@@ -46,24 +47,10 @@ func (j *Job) Members(ctx context.Context) ([]MemberInfo, error) {
 	return out, nil
 }
 
-// parseMember decodes and checks a members/<id> value.
-func parseMember(key string, value []byte) (MemberInfo, error) {
-	id := key[strings.LastIndexByte(key, '/')+1:]
-	var info MemberInfo
-	err := json.Unmarshal(value, &info)
-	if err == nil {
-		err = info.Validate()
-	}
-	if err == nil && info.ID != id {
-		err = fmt.Errorf("id %q does not match the key", info.ID)
-	}
-	return info, err
-}
-
 // Leader returns the id of the member that currently leads the job, or ""
 // if none does.
 func (j *Job) Leader(ctx context.Context) (string, error) {
-	resp, err := j.client.Get(ctx, j.cfg.Prefix()+"election/", append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...)
+	resp, err := j.client.Get(ctx, j.cfg.Prefix()+record.ElectionDir, append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...)
 	if err != nil {
 		j.reportError("get leader", err)
 		return "", fmt.Errorf("get leader: %w", err)

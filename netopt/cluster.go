@@ -8,7 +8,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/coordinator/record"
 )
 
 // ClusterMember is one member of a cluster file, the input of
@@ -93,10 +93,10 @@ func ValidateCluster(members []ClusterMember) error {
 }
 
 // Members converts the cluster to coordinator members, in file order.
-func Members(cluster []ClusterMember) []coordinator.MemberInfo {
-	out := make([]coordinator.MemberInfo, len(cluster))
+func Members(cluster []ClusterMember) []record.MemberInfo {
+	out := make([]record.MemberInfo, len(cluster))
 	for i, c := range cluster {
-		out[i] = coordinator.MemberInfo{ID: c.ID, Topology: c.Topology, Slots: c.Slots, State: coordinator.StateActive}
+		out[i] = record.MemberInfo{ID: c.ID, Topology: c.Topology, Slots: c.Slots, State: record.StateActive}
 	}
 	return out
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/coordinator/record"
 )
 
 // Tier describes the domains of one topology level for the cost model,
@@ -109,7 +109,7 @@ func (c CostModel) tier(u int) Tier {
 
 // AllReduce models one all-reduce of c.Bytes over the ring order. c must
 // be valid.
-func (c CostModel) AllReduce(order []coordinator.MemberInfo) Estimate {
+func (c CostModel) AllReduce(order []record.MemberInfo) Estimate {
 	est := Estimate{MinBandwidth: math.Inf(1)}
 	for _, m := range order {
 		est.Ranks += max(m.Slots, 1)

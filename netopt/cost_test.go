@@ -6,38 +6,38 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/coordinator/record"
 )
 
 func TestRingLevelsCountsDomainsAndCrossEdges(t *testing.T) {
 	tests := []struct {
 		name  string
-		order []coordinator.MemberInfo
+		order []record.MemberInfo
 		want  []LevelStats
 	}{
 		{
 			name:  "contiguous ring crosses each level once per domain",
-			order: []coordinator.MemberInfo{member("a", "z1", "r1"), member("b", "z1", "r1"), member("c", "z1", "r2"), member("d", "z2", "r3")},
+			order: []record.MemberInfo{member("a", "z1", "r1"), member("b", "z1", "r1"), member("c", "z1", "r2"), member("d", "z2", "r3")},
 			want:  []LevelStats{{Level: 0, Domains: 2, CrossEdges: 2}, {Level: 1, Domains: 3, CrossEdges: 3}},
 		},
 		{
 			name:  "interleaved ring crosses at every edge",
-			order: []coordinator.MemberInfo{member("a", "z1", "r1"), member("d", "z2", "r3"), member("b", "z1", "r1"), member("e", "z2", "r3")},
+			order: []record.MemberInfo{member("a", "z1", "r1"), member("d", "z2", "r3"), member("b", "z1", "r1"), member("e", "z2", "r3")},
 			want:  []LevelStats{{Level: 0, Domains: 2, CrossEdges: 4}, {Level: 1, Domains: 2, CrossEdges: 4}},
 		},
 		{
 			name:  "racks with the same name in different zones are different domains",
-			order: []coordinator.MemberInfo{member("a", "z1", "r1"), member("b", "z2", "r1")},
+			order: []record.MemberInfo{member("a", "z1", "r1"), member("b", "z2", "r1")},
 			want:  []LevelStats{{Level: 0, Domains: 2, CrossEdges: 2}, {Level: 1, Domains: 2, CrossEdges: 2}},
 		},
 		{
 			name:  "one member has no edges",
-			order: []coordinator.MemberInfo{member("a", "z1")},
+			order: []record.MemberInfo{member("a", "z1")},
 			want:  []LevelStats{{Level: 0, Domains: 1, CrossEdges: 0}},
 		},
 		{
 			name:  "no topology has no levels",
-			order: []coordinator.MemberInfo{member("a"), member("b")},
+			order: []record.MemberInfo{member("a"), member("b")},
 			want:  []LevelStats{},
 		},
 	}
@@ -57,10 +57,10 @@ func TestAllReduceFollowsTheAlphaBetaModel(t *testing.T) {
 		LocalLatency:   1e-6,
 		Tiers:          []Tier{{Name: "host", Uplink: 10e9, Latency: 10e-6}, {Name: "rack", Uplink: 20e9, Latency: 100e-6}},
 	}
-	slots := func(mi coordinator.MemberInfo, n int) coordinator.MemberInfo { mi.Slots = n; return mi }
+	slots := func(mi record.MemberInfo, n int) record.MemberInfo { mi.Slots = n; return mi }
 	tests := []struct {
 		name       string
-		order      []coordinator.MemberInfo
+		order      []record.MemberInfo
 		bandwidth  float64 // of the slowest edge
 		latency    float64 // of the slowest edge
 		ranks      int
@@ -68,22 +68,22 @@ func TestAllReduceFollowsTheAlphaBetaModel(t *testing.T) {
 	}{
 		{
 			name:      "one host with 8 ranks runs at NVLink speed",
-			order:     []coordinator.MemberInfo{slots(member("a", "r1", "h1"), 8)},
+			order:     []record.MemberInfo{slots(member("a", "r1", "h1"), 8)},
 			bandwidth: 100e9, latency: 1e-6, ranks: 8, bottleneck: "a (inside)",
 		},
 		{
 			name:      "two hosts of one rack are paced by the host uplink",
-			order:     []coordinator.MemberInfo{member("a", "r1", "h1"), member("b", "r1", "h2")},
+			order:     []record.MemberInfo{member("a", "r1", "h1"), member("b", "r1", "h2")},
 			bandwidth: 10e9, latency: 10e-6, ranks: 2, bottleneck: "a -> b",
 		},
 		{
 			name:      "contiguous racks: one edge leaves each rack, host uplinks pace the ring",
-			order:     []coordinator.MemberInfo{member("a", "r1", "h1"), member("b", "r1", "h2"), member("c", "r2", "h3"), member("d", "r2", "h4")},
+			order:     []record.MemberInfo{member("a", "r1", "h1"), member("b", "r1", "h2"), member("c", "r2", "h3"), member("d", "r2", "h4")},
 			bandwidth: 10e9, latency: 100e-6, ranks: 4, bottleneck: "a -> b",
 		},
 		{
 			name:      "interleaved racks: four edges share each rack uplink",
-			order:     []coordinator.MemberInfo{member("a", "r1", "h1"), member("c", "r2", "h3"), member("b", "r1", "h2"), member("d", "r2", "h4"), member("e", "r1", "h5"), member("f", "r2", "h6"), member("g", "r1", "h7"), member("h", "r2", "h8")},
+			order:     []record.MemberInfo{member("a", "r1", "h1"), member("c", "r2", "h3"), member("b", "r1", "h2"), member("d", "r2", "h4"), member("e", "r1", "h5"), member("f", "r2", "h6"), member("g", "r1", "h7"), member("h", "r2", "h8")},
 			bandwidth: 5e9, latency: 100e-6, ranks: 8, bottleneck: "a -> c",
 		},
 	}

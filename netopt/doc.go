@@ -11,7 +11,7 @@
 //     with the reason it was chosen, and warnings for what will make NCCL slow.
 //     WriteEnvFile, WriteConfFile and WriteTopologyXML render them.
 //   - TopologyFromLabels turns Kubernetes node labels into a topology path,
-//     broad to narrow, for coordinator.MemberInfo.Topology.
+//     broad to narrow, for record.MemberInfo.Topology.
 //   - Orderer implements coordinator.RingOrderer: each topology domain stays
 //     contiguous in the ring, so the ring crosses every domain boundary the
 //     minimum number of times, and survivors keep their relative order.

@@ -63,7 +63,7 @@ var presets = []labelLevel{
 }
 
 // TopologyFromLabels returns a node's place in the network, broad to narrow,
-// for coordinator.MemberInfo.Topology.
+// for record.MemberInfo.Topology.
 //
 // With keys empty it reads the presets: region and zone (and their legacy
 // beta keys), GKE's gce-topology-block/subblock/host, EKS's

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/coordinator/record"
 )
 
 // Orderer places members in the all-reduce ring so that every topology
@@ -32,7 +33,7 @@ func NewOrderer() *Orderer { return &Orderer{} }
 
 // Order returns survivors and newcomers, each exactly once, survivors in
 // their given relative order.
-func (o *Orderer) Order(survivors, newcomers []coordinator.MemberInfo) []coordinator.MemberInfo {
+func (o *Orderer) Order(survivors, newcomers []record.MemberInfo) []record.MemberInfo {
 	root := &domain{}
 	for _, m := range survivors {
 		if !root.add(m, memberPath(m), true) {
@@ -42,12 +43,12 @@ func (o *Orderer) Order(survivors, newcomers []coordinator.MemberInfo) []coordin
 	for _, m := range newcomers {
 		root.add(m, memberPath(m), false)
 	}
-	return root.appendTo(make([]coordinator.MemberInfo, 0, len(survivors)+len(newcomers)))
+	return root.appendTo(make([]record.MemberInfo, 0, len(survivors)+len(newcomers)))
 }
 
 // memberPath returns m's topology with its node appended as the narrowest
 // level when the topology does not already end with it.
-func memberPath(m coordinator.MemberInfo) []string {
+func memberPath(m record.MemberInfo) []string {
 	t := m.Topology
 	if m.Node == "" || (len(t) > 0 && t[len(t)-1] == m.Node) {
 		return t
@@ -63,7 +64,7 @@ type domain struct {
 	children []*domain
 	byName   map[string]*domain
 	here     *domain
-	members  []coordinator.MemberInfo // only in a here pseudo-child
+	members  []record.MemberInfo // only in a here pseudo-child
 
 	current *domain // the child the ring is in
 	left    bool    // the ring has entered this domain and left it
@@ -72,7 +73,7 @@ type domain struct {
 // add places m under its path. With check it also reports whether the ring
 // so far still keeps every domain contiguous: false when m re-enters a
 // domain the ring already left.
-func (d *domain) add(m coordinator.MemberInfo, path []string, check bool) bool {
+func (d *domain) add(m record.MemberInfo, path []string, check bool) bool {
 	for _, name := range path {
 		c := d.byName[name]
 		if c == nil {
@@ -115,7 +116,7 @@ func (d *domain) enter(c *domain) bool {
 }
 
 // appendTo appends the members of d depth first.
-func (d *domain) appendTo(out []coordinator.MemberInfo) []coordinator.MemberInfo {
+func (d *domain) appendTo(out []record.MemberInfo) []record.MemberInfo {
 	out = append(out, d.members...)
 	for _, c := range d.children {
 		out = c.appendTo(out)

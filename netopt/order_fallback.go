@@ -3,14 +3,14 @@ package netopt
 import (
 	"slices"
 
-	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/coordinator/record"
 )
 
 // insertByCost inserts each newcomer, in order, into the ring of survivors
 // at the gap that adds the fewest boundary crossings, compared broadest
 // level first. It is the path for survivor orders that were not contiguous
 // to begin with; it costs O(n * depth) per newcomer.
-func insertByCost(survivors, newcomers []coordinator.MemberInfo) []coordinator.MemberInfo {
+func insertByCost(survivors, newcomers []record.MemberInfo) []record.MemberInfo {
 	all := append(slices.Clip(survivors), newcomers...)
 	ids, counts := levelDomains(all)
 	depth := len(counts)
@@ -38,7 +38,7 @@ func insertByCost(survivors, newcomers []coordinator.MemberInfo) []coordinator.M
 		relink((at - 1 + len(ring)) % len(ring))
 		relink(at)
 	}
-	out := make([]coordinator.MemberInfo, len(ring))
+	out := make([]record.MemberInfo, len(ring))
 	for i, r := range ring {
 		out[i] = all[r]
 	}

@@ -8,14 +8,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
 
-	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/coordinator/record"
 )
 
-func member(id string, topology ...string) coordinator.MemberInfo {
-	return coordinator.MemberInfo{ID: id, Topology: topology, Slots: 1, State: coordinator.StateActive}
+func member(id string, topology ...string) record.MemberInfo {
+	return record.MemberInfo{ID: id, Topology: topology, Slots: 1, State: record.StateActive}
 }
 
-func ids(ms []coordinator.MemberInfo) []string {
+func ids(ms []record.MemberInfo) []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
 		out[i] = m.ID
@@ -26,55 +26,55 @@ func ids(ms []coordinator.MemberInfo) []string {
 func TestOrderPlacesNewcomersNextToTheirClosestPeers(t *testing.T) {
 	tests := []struct {
 		name                 string
-		survivors, newcomers []coordinator.MemberInfo
+		survivors, newcomers []record.MemberInfo
 		want                 []string
 	}{
 		{
 			name:      "fresh plan groups by zone, then rack, in order of arrival",
-			newcomers: []coordinator.MemberInfo{member("a", "z2", "r3"), member("b", "z1", "r1"), member("c", "z2", "r4"), member("d", "z1", "r2"), member("e", "z1", "r1")},
+			newcomers: []record.MemberInfo{member("a", "z2", "r3"), member("b", "z1", "r1"), member("c", "z2", "r4"), member("d", "z1", "r2"), member("e", "z1", "r1")},
 			want:      []string{"a", "c", "b", "e", "d"},
 		},
 		{
 			name:      "newcomer joins the end of its rack",
-			survivors: []coordinator.MemberInfo{member("a", "z1", "r1"), member("b", "z1", "r2"), member("c", "z2", "r3")},
-			newcomers: []coordinator.MemberInfo{member("d", "z1", "r1")},
+			survivors: []record.MemberInfo{member("a", "z1", "r1"), member("b", "z1", "r2"), member("c", "z2", "r3")},
+			newcomers: []record.MemberInfo{member("d", "z1", "r1")},
 			want:      []string{"a", "d", "b", "c"},
 		},
 		{
 			name:      "newcomer in a new rack goes at the end of its zone",
-			survivors: []coordinator.MemberInfo{member("a", "z1", "r1"), member("b", "z1", "r2"), member("c", "z2", "r3")},
-			newcomers: []coordinator.MemberInfo{member("d", "z1", "r9")},
+			survivors: []record.MemberInfo{member("a", "z1", "r1"), member("b", "z1", "r2"), member("c", "z2", "r3")},
+			newcomers: []record.MemberInfo{member("d", "z1", "r9")},
 			want:      []string{"a", "b", "d", "c"},
 		},
 		{
 			name:      "newcomer in a new zone goes at the end",
-			survivors: []coordinator.MemberInfo{member("a", "z1", "r1"), member("c", "z2", "r3")},
-			newcomers: []coordinator.MemberInfo{member("d", "z0", "r0")},
+			survivors: []record.MemberInfo{member("a", "z1", "r1"), member("c", "z2", "r3")},
+			newcomers: []record.MemberInfo{member("d", "z0", "r0")},
 			want:      []string{"a", "c", "d"},
 		},
 		{
 			name:      "survivors' order wins over sorting",
-			survivors: []coordinator.MemberInfo{member("c", "z2", "r3"), member("a", "z1", "r1")},
-			newcomers: []coordinator.MemberInfo{member("b", "z1", "r1"), member("d", "z2", "r3")},
+			survivors: []record.MemberInfo{member("c", "z2", "r3"), member("a", "z1", "r1")},
+			newcomers: []record.MemberInfo{member("b", "z1", "r1"), member("d", "z2", "r3")},
 			want:      []string{"c", "d", "a", "b"},
 		},
 		{
 			name: "members on one node sit together even without a topology",
-			newcomers: []coordinator.MemberInfo{
+			newcomers: []record.MemberInfo{
 				{ID: "a", Node: "n2", Slots: 1}, {ID: "b", Node: "n1", Slots: 1}, {ID: "c", Node: "n2", Slots: 1},
 			},
 			want: []string{"a", "c", "b"},
 		},
 		{
 			name:      "scattered survivors keep their order and newcomers take the cheapest gap",
-			survivors: []coordinator.MemberInfo{member("a", "z1"), member("b", "z2"), member("c", "z1"), member("e", "z2")},
-			newcomers: []coordinator.MemberInfo{member("d", "z2")},
+			survivors: []record.MemberInfo{member("a", "z1"), member("b", "z2"), member("c", "z1"), member("e", "z2")},
+			newcomers: []record.MemberInfo{member("d", "z2")},
 			want:      []string{"a", "d", "b", "c", "e"},
 		},
 		{
 			name:      "no topology at all keeps survivors then join order",
-			survivors: []coordinator.MemberInfo{member("b"), member("a")},
-			newcomers: []coordinator.MemberInfo{member("d"), member("c")},
+			survivors: []record.MemberInfo{member("b"), member("a")},
+			newcomers: []record.MemberInfo{member("d"), member("c")},
 			want:      []string{"b", "a", "d", "c"},
 		},
 	}
@@ -90,9 +90,9 @@ func TestOrderPlacesNewcomersNextToTheirClosestPeers(t *testing.T) {
 
 // genMembers draws n members with ids prefix0.. on a random tree of the
 // given depth; ragged draws some shorter paths too.
-func genMembers(t *rapid.T, prefix string, depth int, fanout []int, ragged bool) []coordinator.MemberInfo {
+func genMembers(t *rapid.T, prefix string, depth int, fanout []int, ragged bool) []record.MemberInfo {
 	n := rapid.IntRange(0, 40).Draw(t, prefix+"n")
-	out := make([]coordinator.MemberInfo, n)
+	out := make([]record.MemberInfo, n)
 	for i := range out {
 		d := depth
 		if ragged {
@@ -118,7 +118,7 @@ func genTree(t *rapid.T) (int, []int) {
 
 // checkRing checks the RingOrderer contract: every member exactly once and
 // survivors in their relative order.
-func checkRing(t *rapid.T, survivors, newcomers, got []coordinator.MemberInfo) {
+func checkRing(t *rapid.T, survivors, newcomers, got []record.MemberInfo) {
 	want := append(ids(survivors), ids(newcomers)...)
 	slices.Sort(want)
 	all := ids(got)
@@ -143,7 +143,7 @@ func checkRing(t *rapid.T, survivors, newcomers, got []coordinator.MemberInfo) {
 
 // checkContiguous checks that every domain of every level is one run of
 // the ring: the cross edges of a level equal its domains (0 with one).
-func checkContiguous(t *rapid.T, got []coordinator.MemberInfo) {
+func checkContiguous(t *rapid.T, got []record.MemberInfo) {
 	for _, l := range RingLevels(got) {
 		want := l.Domains
 		if l.Domains == 1 {
@@ -172,7 +172,7 @@ func TestOrderKeepsSurvivorsAndContiguityThroughChurn(t *testing.T) {
 		o := NewOrderer()
 		ring := o.Order(nil, genMembers(t, "g0-", depth, fanout, ragged))
 		for gen := 1; gen <= 4; gen++ {
-			var survivors []coordinator.MemberInfo
+			var survivors []record.MemberInfo
 			for _, m := range ring {
 				if !rapid.Bool().Draw(t, "leaves") {
 					survivors = append(survivors, m)
@@ -207,7 +207,7 @@ func TestOrderKeepsARotatedRingContiguous(t *testing.T) {
 		}
 		k := rapid.IntRange(0, len(fresh)-1).Draw(t, "rotation")
 		survivors := append(slices.Clone(fresh[k:]), fresh[:k]...)
-		var newcomers []coordinator.MemberInfo
+		var newcomers []record.MemberInfo
 		for i := range rapid.IntRange(0, 10).Draw(t, "newcomers") {
 			peer := survivors[rapid.IntRange(0, len(survivors)-1).Draw(t, "peer")]
 			keep := rapid.IntRange(0, depth).Draw(t, "shared levels")

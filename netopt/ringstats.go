@@ -1,8 +1,6 @@
 package netopt
 
-import (
-	"github.com/ringside/ringside/coordinator"
-)
+import "github.com/ringside/ringside/coordinator/record"
 
 // LevelStats counts, for one topology level, the domains and the ring edges
 // that cross between domains of that level.
@@ -17,7 +15,7 @@ type LevelStats struct {
 }
 
 // RingLevels returns the statistics of every level of the ring order.
-func RingLevels(order []coordinator.MemberInfo) []LevelStats {
+func RingLevels(order []record.MemberInfo) []LevelStats {
 	ids, counts := levelDomains(order)
 	out := make([]LevelStats, len(counts))
 	n := len(order)
@@ -39,7 +37,7 @@ func RingLevels(order []coordinator.MemberInfo) []LevelStats {
 // the domain of member i at level j, counts[j] the number of domains at
 // level j. A path shorter than the deepest one keeps its last domain at the
 // deeper levels, so members with identical short paths stay together.
-func levelDomains(order []coordinator.MemberInfo) (ids [][]int, counts []int) {
+func levelDomains(order []record.MemberInfo) (ids [][]int, counts []int) {
 	paths := make([][]string, len(order))
 	depth := 0
 	for i, m := range order {

@@ -18,7 +18,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/netopt"
+	"github.com/ringside/ringside/sidecar/api"
 	"github.com/ringside/ringside/sidecar/gossip"
 	"github.com/ringside/ringside/sidecar/preempt"
 	"github.com/ringside/ringside/sidecar/sockreset"
@@ -60,9 +62,9 @@ type Agent struct {
 	stopping chan struct{}
 
 	mu        sync.Mutex
-	gen       *coordinator.Generation
+	gen       *record.Generation
 	changed   chan struct{} // closed and replaced when gen changes
-	draining  *Event
+	draining  *api.Event
 	deadAt    map[string]time.Time
 	gossipped map[string]bool // gossip addresses joined
 	beats     heartbeats
@@ -178,7 +180,7 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 	if err := a.serveAPI(); err != nil {
 		return err
 	}
-	a.member, err = a.job.Join(ctx, coordinator.MemberInfo{
+	a.member, err = a.job.Join(ctx, record.MemberInfo{
 		ID: cfg.MemberID, Addr: cfg.Advertise, Node: cfg.Node, Topology: topology,
 		Slots: cfg.Slots, GossipAddr: a.gossip.LocalAddr(), State: a.initialState(),
 	})
@@ -289,13 +291,13 @@ func (a *Agent) Started() <-chan struct{} { return a.started }
 
 // generation returns the newest generation and a channel closed when a
 // newer one arrives.
-func (a *Agent) generation() (*coordinator.Generation, <-chan struct{}) {
+func (a *Agent) generation() (*record.Generation, <-chan struct{}) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.gen, a.changed
 }
 
-func (a *Agent) setGeneration(g *coordinator.Generation) {
+func (a *Agent) setGeneration(g *record.Generation) {
 	now := time.Now()
 	a.mu.Lock()
 	a.gen = g
@@ -311,26 +313,26 @@ func (a *Agent) setGeneration(g *coordinator.Generation) {
 
 	a.metrics.generation.Set(float64(g.Number))
 	a.metrics.worldSize.Set(float64(g.WorldSize))
-	a.metrics.members.WithLabelValues("active").Set(float64(len(g.Members)))
-	a.metrics.members.WithLabelValues("standby").Set(float64(len(g.Standby)))
+	a.metrics.members.WithLabelValues(string(record.StateActive)).Set(float64(len(g.Members)))
+	a.metrics.members.WithLabelValues(string(record.StateStandby)).Set(float64(len(g.Standby)))
 	leader := 0.0
 	if a.member.IsLeader() {
 		leader = 1
 	}
 	a.metrics.leader.Set(leader)
-	r := newRendezvous(g, a.cfg.MemberID, a.nccl)
-	a.events.publish(Event{Type: "generation", Time: now, Generation: r})
+	r := api.NewRendezvous(g, a.cfg.MemberID, a.nccl)
+	a.events.publish(api.Event{Type: api.EventGeneration, Time: now, Generation: r})
 	a.log.Info("generation", "generation", g.Number, "world_size", g.WorldSize, "state", r.State,
 		"rank", r.Rank, "reason", g.Reason)
 }
 
 // initialEvents is what a new event stream starts with.
-func (a *Agent) initialEvents() []Event {
+func (a *Agent) initialEvents() []api.Event {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var out []Event
+	var out []api.Event
 	if a.gen != nil {
-		out = append(out, Event{Type: "generation", Time: time.Now(), Generation: newRendezvous(a.gen, a.cfg.MemberID, a.nccl)})
+		out = append(out, api.Event{Type: api.EventGeneration, Time: time.Now(), Generation: api.NewRendezvous(a.gen, a.cfg.MemberID, a.nccl)})
 	}
 	if a.draining != nil {
 		out = append(out, *a.draining)
@@ -349,17 +351,10 @@ func (a *Agent) requestDrain(reason string) {
 // drain tells the trainer, leaves the next generation, and leaves the job
 // once that generation is committed or the grace period is over.
 func (a *Agent) drain(ctx context.Context, reason string) error {
-	deadline := time.Now().Add(a.cfg.Grace)
-	e := Event{Type: "drain", Time: time.Now(), Reason: reason, Deadline: &deadline}
-	a.mu.Lock()
-	a.draining = &e
-	a.mu.Unlock()
-	a.events.publish(e)
-	a.log.Info("draining", "reason", reason, "grace", a.cfg.Grace)
-
+	deadline := a.announceDrain(reason)
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	if err := a.member.SetState(dctx, coordinator.StateDraining); err != nil {
+	if err := a.member.SetState(dctx, record.StateDraining); err != nil {
 		a.log.Warn("could not mark this member draining; leaving at once", "err", err)
 	} else {
 		a.awaitExclusion(dctx)
@@ -375,12 +370,26 @@ func (a *Agent) drain(ctx context.Context, reason string) error {
 	return nil
 }
 
+// announceDrain tells the trainer, and every event stream opened later,
+// that this member drains; it returns when the member leaves regardless.
+func (a *Agent) announceDrain(reason string) time.Time {
+	now := time.Now()
+	deadline := now.Add(a.cfg.Grace)
+	e := api.Event{Type: api.EventDrain, Time: now, Reason: reason, Deadline: &deadline}
+	a.mu.Lock()
+	a.draining = &e
+	a.mu.Unlock()
+	a.events.publish(e)
+	a.log.Info("draining", "reason", reason, "grace", a.cfg.Grace)
+	return deadline
+}
+
 // initialState is the state the member joins in.
-func (a *Agent) initialState() coordinator.State {
+func (a *Agent) initialState() record.State {
 	if a.cfg.AwaitTrainer {
-		return coordinator.StatePending
+		return record.StatePending
 	}
-	return coordinator.StateActive
+	return record.StateActive
 }
 
 // trainerArrived is called on every rendezvous and event stream request

@@ -3,7 +3,6 @@ package sidecar
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,36 +11,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ringside/ringside/sidecar/api"
 )
-
-// Heartbeat is a trainer's report after a step.
-type Heartbeat struct {
-	Step       int64   `json:"step"`
-	Samples    int64   `json:"samples"`
-	StepTimeS  float64 `json:"step_time_s"`
-	Generation int64   `json:"generation,omitempty"`
-}
-
-func (h Heartbeat) validate() error {
-	var errs []error
-	if h.Step < 0 {
-		errs = append(errs, fmt.Errorf("step must not be negative, got %d", h.Step))
-	}
-	if h.Samples < 0 {
-		errs = append(errs, fmt.Errorf("samples must not be negative, got %d", h.Samples))
-	}
-	if h.StepTimeS < 0 || h.StepTimeS > 86400 {
-		errs = append(errs, fmt.Errorf("step_time_s must be between 0 and 86400, got %g", h.StepTimeS))
-	}
-	return errors.Join(errs...)
-}
-
-// FailureReport is a trainer's report that a collective failed because of
-// a peer.
-type FailureReport struct {
-	Peer  string `json:"peer"`
-	Error string `json:"error,omitempty"`
-}
 
 // Rendezvous long polls wait at most this long.
 const (
@@ -73,14 +45,14 @@ func (a *Agent) handler() http.Handler {
 	route("/v1/leave", http.MethodPost, a.serveLeave)
 	route("/v1/restart", http.MethodPost, a.serveRestart)
 	route("/v1/healthz", http.MethodGet, func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		writeJSON(w, http.StatusOK, api.StatusBody{Status: api.StatusOK})
 	})
 	route("/v1/readyz", http.MethodGet, a.serveReady)
 	metrics := promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{})
 	route("/metrics", http.MethodGet, metrics.ServeHTTP)
 	route("/v1/metrics", http.MethodGet, metrics.ServeHTTP)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s; this sidecar serves API %s under /%s/", r.URL.Path, APIVersion, APIVersion))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s; this sidecar serves API %s under /%s/", r.URL.Path, api.APIVersion, api.APIVersion))
 	})
 	return mux
 }
@@ -115,7 +87,7 @@ func (a *Agent) serveRendezvous(w http.ResponseWriter, r *http.Request) {
 		g, changed := a.generation()
 		if g != nil && g.Number > after {
 			a.metrics.rendezvousWait.Observe(time.Since(start).Seconds())
-			writeJSON(w, http.StatusOK, newRendezvous(g, a.cfg.MemberID, a.nccl))
+			writeJSON(w, http.StatusOK, api.NewRendezvous(g, a.cfg.MemberID, a.nccl))
 			return
 		}
 		select {
@@ -171,11 +143,11 @@ func (a *Agent) serveEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Agent) serveHeartbeat(w http.ResponseWriter, r *http.Request) {
-	var hb Heartbeat
+	var hb api.Heartbeat
 	if !decodeBody(w, r, &hb) {
 		return
 	}
-	if err := hb.validate(); err != nil {
+	if err := hb.Validate(); err != nil {
 		writeError(w, http.StatusBadRequest, "heartbeat: "+err.Error())
 		return
 	}
@@ -184,7 +156,7 @@ func (a *Agent) serveHeartbeat(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Agent) serveFailure(w http.ResponseWriter, r *http.Request) {
-	var f FailureReport
+	var f api.FailureReport
 	if !decodeBody(w, r, &f) {
 		return
 	}
@@ -197,24 +169,18 @@ func (a *Agent) serveFailure(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.reportSuspect(f)
-	writeJSON(w, http.StatusAccepted, map[string]string{"status": "checking " + f.Peer})
+	writeJSON(w, http.StatusAccepted, api.StatusBody{Status: api.StatusChecking + f.Peer})
 }
 
 func (a *Agent) serveLeave(w http.ResponseWriter, r *http.Request) {
 	a.requestDrain("leave requested by the trainer")
-	writeJSON(w, http.StatusAccepted, map[string]string{"status": "draining"})
-}
-
-// RestartReport is restart mode's report that the trainer crashed and is
-// being restarted.
-type RestartReport struct {
-	Error string `json:"error,omitempty"`
+	writeJSON(w, http.StatusAccepted, api.StatusBody{Status: api.StatusDraining})
 }
 
 // serveRestart records a trainer crash: the leader commits a generation
 // with the same members, so every trainer of the job restarts with it.
 func (a *Agent) serveRestart(w http.ResponseWriter, r *http.Request) {
-	var rr RestartReport
+	var rr api.RestartReport
 	if r.ContentLength != 0 && !decodeBody(w, r, &rr) {
 		return
 	}
@@ -231,7 +197,7 @@ func (a *Agent) serveRestart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.log.Info("trainer restarting after a failure", "error", rr.Error)
-	writeJSON(w, http.StatusAccepted, map[string]string{"status": "restarting"})
+	writeJSON(w, http.StatusAccepted, api.StatusBody{Status: api.StatusRestarting})
 }
 
 func (a *Agent) serveReady(w http.ResponseWriter, _ *http.Request) {
@@ -239,7 +205,7 @@ func (a *Agent) serveReady(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "no generation yet")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	writeJSON(w, http.StatusOK, api.StatusBody{Status: api.StatusReady})
 }
 
 // decodeBody reads a JSON body strictly: one object, known fields only. The
@@ -265,7 +231,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, map[string]string{"error": msg})
+	writeJSON(w, code, api.ErrorBody{Error: msg})
 }
 
 type statusRecorder struct {

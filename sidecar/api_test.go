@@ -12,8 +12,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
 	"github.com/ringside/ringside/sidecar"
+	"github.com/ringside/ringside/sidecar/api"
 	"github.com/ringside/ringside/sidecar/sidecartest"
 )
 
@@ -22,7 +24,7 @@ func startAgent(t *testing.T, endpoints []string, id string) (*sidecar.Agent, *a
 	t.Helper()
 	a := sidecartest.Start(t, endpoints, "api", id)
 	c := newAPIClient(t, a.Socket)
-	c.awaitRendezvous("first generation of "+id, func(r *sidecar.Rendezvous) bool { return has(r, id) })
+	c.awaitRendezvous("first generation of "+id, func(r *api.Rendezvous) bool { return has(r, id) })
 	return a.Agent, c, a.Stop
 }
 
@@ -30,7 +32,7 @@ func TestAPIContract(t *testing.T) {
 	srv := etcdtest.Start(t)
 	a, c, _ := startAgent(t, srv.Endpoints(), "w0")
 	r := c.rendezvous(0)
-	if r.State != sidecar.StateActive || r.Rank != 0 || r.WorldSize != 1 || r.APIVersion != "v1" || r.MasterAddr != "127.0.0.1" {
+	if r.State != record.StateActive || r.Rank != 0 || r.WorldSize != 1 || r.APIVersion != "v1" || r.MasterAddr != "127.0.0.1" {
 		t.Fatalf("rendezvous = %+v, want w0 active at rank 0 of 1", r)
 	}
 	tests := []struct {
@@ -48,22 +50,32 @@ func TestAPIContract(t *testing.T) {
 		{"heartbeat with a negative step", "POST", "/v1/heartbeat", `{"step":-1}`, 400, "step must not be negative"},
 		{"heartbeat with a wrong type", "POST", "/v1/heartbeat", `{"step":"one"}`, 400, "bad JSON"},
 		{"two heartbeats in one body", "POST", "/v1/heartbeat", `{"step":1}{"step":2}`, 400, "more than one"},
-		{"heartbeat accepted", "POST", "/v1/heartbeat", `{"step":7,"samples":224,"step_time_s":0.25}`, 204, ""},
+		{"heartbeat accepted", "POST", "/v1/heartbeat", heartbeatRequest(t), 204, ""},
 		{"failure without a peer", "POST", "/v1/failure", `{}`, 400, "peer is empty"},
 		{"failure naming itself", "POST", "/v1/failure", `{"peer":"w0"}`, 400, "itself"},
-		{"failure of an unknown peer is checked", "POST", "/v1/failure", `{"peer":"ghost"}`, 202, "checking"},
+		{"failure of an unknown peer is checked", "POST", "/v1/failure", failureRequest(t), 202, "checking"},
 		{"leave needs POST", "GET", "/v1/leave", "", 405, "use POST"},
 		{"events needs GET", "POST", "/v1/events", "", 405, "use GET"},
 		{"restart with an unknown field", "POST", "/v1/restart", `{"why":1}`, 400, "unknown field"},
+		{"restart accepted", "POST", "/v1/restart", restartRequest(t), 202, "restarting"},
 		{"healthz", "GET", "/v1/healthz", "", 200, "ok"},
 		{"readyz once a generation is held", "GET", "/v1/readyz", "", 200, "ready"},
 		{"metrics", "GET", "/metrics", "", 200, "ringside_coordinator_generation"},
+	}
+	// The answers that need a sidecar in a job are pinned here; the others
+	// in TestGoldenAnswers.
+	golden := map[string]string{
+		"failure of an unknown peer is checked": "failure_accepted.json",
+		"restart accepted":                      "restart_accepted.json",
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, body := c.do(tt.method, tt.path, tt.body)
 			if resp.StatusCode != tt.wantCode {
 				t.Fatalf("%s %s: %d %s, want %d", tt.method, tt.path, resp.StatusCode, body, tt.wantCode)
+			}
+			if file, ok := golden[tt.name]; ok {
+				checkAnswer(t, file, tt.method, tt.path, resp.StatusCode, body)
 			}
 			if !strings.Contains(string(body), tt.wantInBody) {
 				t.Fatalf("body %s lacks %q", body, tt.wantInBody)
@@ -84,7 +96,7 @@ func TestAPIContract(t *testing.T) {
 	client := etcdtest.Client(t, srv)
 	key := coordinator.DefaultConfig("default", "api").Prefix() + "status/w0"
 	st := awaitKey(t, client, key)
-	var status sidecar.Status
+	var status record.Status
 	if err := json.Unmarshal(st, &status); err != nil || status.Step != 7 || status.StepTimeS != 0.25 {
 		t.Fatalf("status %s, want step 7 and step time 0.25", st)
 	}
@@ -140,10 +152,10 @@ func TestRendezvousLongPollReturnsOnNewGeneration(t *testing.T) {
 	srv := etcdtest.Start(t)
 	_, c0, _ := startAgent(t, srv.Endpoints(), "w0")
 	first := c0.rendezvous(0)
-	got := make(chan *sidecar.Rendezvous, 1)
+	got := make(chan *api.Rendezvous, 1)
 	go func() {
 		resp, body := c0.do("GET", "/v1/rendezvous?after="+itoa(first.Generation)+"&timeout=60s", "")
-		var r sidecar.Rendezvous
+		var r api.Rendezvous
 		if resp.StatusCode == http.StatusOK && json.Unmarshal(body, &r) == nil {
 			got <- &r
 		} else {
@@ -165,17 +177,17 @@ func TestLeaveRequestDrainsAndExitsCleanly(t *testing.T) {
 	srv := etcdtest.Start(t)
 	_, c0, _ := startAgent(t, srv.Endpoints(), "w0")
 	_, c1, stop1 := startAgent(t, srv.Endpoints(), "w1")
-	c0.awaitRendezvous("both", func(r *sidecar.Rendezvous) bool { return r.WorldSize == 2 })
+	c0.awaitRendezvous("both", func(r *api.Rendezvous) bool { return r.WorldSize == 2 })
 	ev := c1.events()
-	ev.await(t, "current generation first", func(e sidecar.Event) bool { return e.Type == "generation" })
+	ev.await(t, "current generation first", func(e api.Event) bool { return e.Type == api.EventGeneration })
 	if resp, body := c1.do("POST", "/v1/leave", ""); resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("leave: %s %s", resp.Status, body)
 	}
-	d := ev.await(t, "drain", func(e sidecar.Event) bool { return e.Type == "drain" })
+	d := ev.await(t, "drain", func(e api.Event) bool { return e.Type == api.EventDrain })
 	if d.Deadline == nil || !strings.Contains(d.Reason, "leave") {
 		t.Fatalf("drain event %+v lacks a deadline or reason", d)
 	}
-	r := c0.awaitRendezvous("generation without w1", func(r *sidecar.Rendezvous) bool { return !has(r, "w1") })
+	r := c0.awaitRendezvous("generation without w1", func(r *api.Rendezvous) bool { return !has(r, "w1") })
 	if r.WorldSize != 1 || r.Rank != 0 {
 		t.Fatalf("survivor holds %+v, want world 1 rank 0", r)
 	}
@@ -197,17 +209,17 @@ func TestAwaitTrainerJoinsPendingUntilTheFirstRendezvous(t *testing.T) {
 	await := func(c *sidecar.Config) { c.AwaitTrainer = true }
 	w1 := sidecartest.Start(t, srv.Endpoints(), "api", "w1", await)
 	prefix := coordinator.DefaultConfig("default", "api").Prefix()
-	var info coordinator.MemberInfo
-	if err := json.Unmarshal(awaitKey(t, client, prefix+"members/w1"), &info); err != nil || info.State != coordinator.StatePending {
+	var info record.MemberInfo
+	if err := json.Unmarshal(awaitKey(t, client, prefix+"members/w1"), &info); err != nil || info.State != record.StatePending {
 		t.Fatalf("members/w1 = %+v (%v) before its trainer asked, want state pending", info, err)
 	}
 
 	c1 := newAPIClient(t, w1.Socket)
-	r := c1.awaitRendezvous("w1 placed once its trainer asked", func(r *sidecar.Rendezvous) bool { return has(r, "w1") })
-	if r.WorldSize != 2 || r.State != sidecar.StateActive {
+	r := c1.awaitRendezvous("w1 placed once its trainer asked", func(r *api.Rendezvous) bool { return has(r, "w1") })
+	if r.WorldSize != 2 || r.State != record.StateActive {
 		t.Fatalf("w1 got %+v, want active in a world of 2", r)
 	}
-	c0.awaitRendezvous("w0 sees w1", func(r *sidecar.Rendezvous) bool { return has(r, "w1") })
+	c0.awaitRendezvous("w0 sees w1", func(r *api.Rendezvous) bool { return has(r, "w1") })
 
 	// A pending member drains without waiting for a generation: it is in
 	// none.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/sidecar/gossip"
 	"github.com/ringside/ringside/sidecar/preempt"
 )
@@ -98,7 +99,7 @@ func (c Config) Validate() error {
 	if (c.EtcdCert == "") != (c.EtcdKey == "") {
 		errs = append(errs, errors.New("etcd client cert and key must be given together"))
 	}
-	info := coordinator.MemberInfo{ID: c.MemberID, Addr: c.Advertise, Slots: c.Slots, State: coordinator.StateActive}
+	info := record.MemberInfo{ID: c.MemberID, Addr: c.Advertise, Slots: c.Slots, State: record.StateActive}
 	if err := info.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("member: %w (set --member-id / POD_NAME and --advertise / POD_IP)", err))
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/sidecar/api"
 	"github.com/ringside/ringside/sidecar/sockreset"
 )
 
@@ -32,18 +33,7 @@ func (a *Agent) handleDead(ctx context.Context, d deadPeer) {
 	if d.name == a.cfg.MemberID {
 		return
 	}
-	now := time.Now()
-	a.metrics.deadPeers.Inc()
-	a.mu.Lock()
-	if a.gen != nil {
-		if _, in := a.gen.Member(d.name); in {
-			a.deadAt[d.name] = now
-		}
-	}
-	a.mu.Unlock()
-	a.events.publish(Event{Type: "member_dead", Time: now, Member: d.name})
-	a.log.Info("member declared dead", "dead", d.name, "addr", d.ip)
-
+	a.announceDead(d)
 	if d.ip != nil && !d.ip.Equal(net.ParseIP(a.cfg.Advertise)) {
 		n, err := a.resets.Reset(ctx, d.ip)
 		switch {
@@ -71,11 +61,27 @@ func (a *Agent) handleDead(ctx context.Context, d deadPeer) {
 	}
 }
 
+// announceDead notes when a member of the generation died (for the
+// failure-to-commit metric) and tells the trainer.
+func (a *Agent) announceDead(d deadPeer) {
+	now := time.Now()
+	a.metrics.deadPeers.Inc()
+	a.mu.Lock()
+	if a.gen != nil {
+		if _, in := a.gen.Member(d.name); in {
+			a.deadAt[d.name] = now
+		}
+	}
+	a.mu.Unlock()
+	a.events.publish(api.Event{Type: api.EventMemberDead, Time: now, Member: d.name})
+	a.log.Info("member declared dead", "dead", d.name, "addr", d.ip)
+}
+
 // reportSuspect checks a trainer's report that a collective with peer
 // failed: if the peer's gossip port refuses connections, its process is
 // gone and this member evicts it at once; if the port does not answer at
 // all, it is treated as dead by gossip's rules (the leader evicts).
-func (a *Agent) reportSuspect(f FailureReport) {
+func (a *Agent) reportSuspect(f api.FailureReport) {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringside/ringside/sidecar"
+	"github.com/ringside/ringside/sidecar/api"
 )
 
 // apiClient talks to a sidecar's unix socket.
@@ -52,13 +52,13 @@ func (c *apiClient) do(method, path, body string) (*http.Response, []byte) {
 }
 
 // rendezvous long polls for a generation above after.
-func (c *apiClient) rendezvous(after int64) *sidecar.Rendezvous {
+func (c *apiClient) rendezvous(after int64) *api.Rendezvous {
 	c.t.Helper()
 	resp, body := c.do("GET", fmt.Sprintf("/v1/rendezvous?after=%d&timeout=20s", after), "")
 	if resp.StatusCode != http.StatusOK {
 		c.t.Fatalf("rendezvous after %d: %s %s", after, resp.Status, body)
 	}
-	var r sidecar.Rendezvous
+	var r api.Rendezvous
 	if err := json.Unmarshal(body, &r); err != nil {
 		c.t.Fatalf("rendezvous body %s: %v", body, err)
 	}
@@ -66,7 +66,7 @@ func (c *apiClient) rendezvous(after int64) *sidecar.Rendezvous {
 }
 
 // awaitRendezvous polls until ok holds for a generation.
-func (c *apiClient) awaitRendezvous(what string, ok func(*sidecar.Rendezvous) bool) *sidecar.Rendezvous {
+func (c *apiClient) awaitRendezvous(what string, ok func(*api.Rendezvous) bool) *api.Rendezvous {
 	c.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	var after int64
@@ -83,7 +83,7 @@ func (c *apiClient) awaitRendezvous(what string, ok func(*sidecar.Rendezvous) bo
 
 // eventStream reads a sidecar's events.
 type eventStream struct {
-	events chan sidecar.Event
+	events chan api.Event
 	close  func()
 }
 
@@ -96,14 +96,14 @@ func (c *apiClient) events() *eventStream {
 		cancel()
 		c.t.Fatal(err)
 	}
-	s := &eventStream{events: make(chan sidecar.Event, 100)}
+	s := &eventStream{events: make(chan api.Event, 100)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer close(s.events)
 		sc := bufio.NewScanner(resp.Body)
 		for sc.Scan() {
-			var e sidecar.Event
+			var e api.Event
 			if json.Unmarshal(sc.Bytes(), &e) == nil {
 				s.events <- e
 			}
@@ -115,7 +115,7 @@ func (c *apiClient) events() *eventStream {
 }
 
 // await reads events until one satisfies ok.
-func (s *eventStream) await(t testing.TB, what string, ok func(sidecar.Event) bool) sidecar.Event {
+func (s *eventStream) await(t testing.TB, what string, ok func(api.Event) bool) api.Event {
 	t.Helper()
 	timeout := time.After(30 * time.Second)
 	for {
@@ -133,7 +133,7 @@ func (s *eventStream) await(t testing.TB, what string, ok func(sidecar.Event) bo
 	}
 }
 
-func ids(r *sidecar.Rendezvous) []string {
+func ids(r *api.Rendezvous) []string {
 	var out []string
 	for _, m := range r.Members {
 		out = append(out, m.ID)
@@ -141,7 +141,7 @@ func ids(r *sidecar.Rendezvous) []string {
 	return out
 }
 
-func has(r *sidecar.Rendezvous, id string) bool {
+func has(r *api.Rendezvous, id string) bool {
 	for _, m := range r.Members {
 		if m.ID == id {
 			return true

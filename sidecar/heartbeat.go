@@ -4,36 +4,26 @@ import (
 	"context"
 	"slices"
 	"time"
+
+	"github.com/ringside/ringside/coordinator/record"
+	"github.com/ringside/ringside/sidecar/api"
 )
 
 // heartbeats keeps the newest heartbeat and a window of step times.
 type heartbeats struct {
-	last    Heartbeat
+	last    api.Heartbeat
 	at      time.Time
 	dirty   bool
 	times   []float64 // ring buffer of recent step times
 	next    int
-	prev    Heartbeat
+	prev    api.Heartbeat
 	prevAt  time.Time
 	samples float64 // samples per second between the last two flushes
 }
 
 const stepWindow = 64
 
-// Status is what a member stores under status/<id> for the autoscaler and
-// straggler checks.
-type Status struct {
-	Step          int64     `json:"step"`
-	Samples       int64     `json:"samples"`
-	SamplesPerSec float64   `json:"samples_per_s"`
-	StepTimeS     float64   `json:"step_time_s"`
-	StepTimeP50S  float64   `json:"step_time_p50_s"`
-	StepTimeP90S  float64   `json:"step_time_p90_s"`
-	Generation    int64     `json:"generation"`
-	Time          time.Time `json:"time"`
-}
-
-func (a *Agent) recordHeartbeat(hb Heartbeat) {
+func (a *Agent) recordHeartbeat(hb api.Heartbeat) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	b := &a.beats
@@ -47,12 +37,12 @@ func (a *Agent) recordHeartbeat(hb Heartbeat) {
 }
 
 // status builds the status to store, or reports false if nothing is new.
-func (a *Agent) status() (Status, bool) {
+func (a *Agent) status() (record.Status, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	b := &a.beats
 	if !b.dirty {
-		return Status{}, false
+		return record.Status{}, false
 	}
 	b.dirty = false
 	if !b.prevAt.IsZero() && b.at.After(b.prevAt) && b.last.Samples >= b.prev.Samples {
@@ -65,7 +55,7 @@ func (a *Agent) status() (Status, bool) {
 	if gen == 0 && a.gen != nil {
 		gen = a.gen.Number
 	}
-	return Status{
+	return record.Status{
 		Step: b.last.Step, Samples: b.last.Samples, SamplesPerSec: b.samples,
 		StepTimeS: b.last.StepTimeS, StepTimeP50S: quantile(sorted, 0.5), StepTimeP90S: quantile(sorted, 0.9),
 		Generation: gen, Time: b.at,

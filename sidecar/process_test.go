@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
-	"github.com/ringside/ringside/sidecar"
+	"github.com/ringside/ringside/sidecar/api"
 )
 
 // sidecarProc is a `ringside sidecar` process.
@@ -103,7 +103,7 @@ func TestSidecarProcessesSurviveKillAndDrain(t *testing.T) {
 		p.waitReady(t)
 		ps = append(ps, p)
 	}
-	all := ps[1].api.awaitRendezvous("all four", func(r *sidecar.Rendezvous) bool { return r.WorldSize == 4 })
+	all := ps[1].api.awaitRendezvous("all four", func(r *api.Rendezvous) bool { return r.WorldSize == 4 })
 	leader := all.Members[0].ID // w0 joined first and leads
 	victim := ps[0]
 	if victim.id != leader {
@@ -112,10 +112,10 @@ func TestSidecarProcessesSurviveKillAndDrain(t *testing.T) {
 	events := ps[1].api.events()
 
 	victim.cmd.Process.Kill()
-	dead := events.await(t, "gossip declares the killed member dead", func(e sidecar.Event) bool {
-		return e.Type == "member_dead" && e.Member == victim.id
+	dead := events.await(t, "gossip declares the killed member dead", func(e api.Event) bool {
+		return e.Type == api.EventMemberDead && e.Member == victim.id
 	})
-	r := ps[1].api.awaitRendezvous("generation without the killed member", func(r *sidecar.Rendezvous) bool {
+	r := ps[1].api.awaitRendezvous("generation without the killed member", func(r *api.Rendezvous) bool {
 		return !has(r, victim.id)
 	})
 	if r.WorldSize != 3 {
@@ -126,8 +126,8 @@ func TestSidecarProcessesSurviveKillAndDrain(t *testing.T) {
 	drained := ps[3]
 	drainEvents := drained.api.events()
 	drained.cmd.Process.Signal(syscall.SIGTERM)
-	drainEvents.await(t, "drain event", func(e sidecar.Event) bool { return e.Type == "drain" && e.Reason == "SIGTERM" })
-	r = ps[1].api.awaitRendezvous("generation without the drained member", func(r *sidecar.Rendezvous) bool {
+	drainEvents.await(t, "drain event", func(e api.Event) bool { return e.Type == api.EventDrain && e.Reason == "SIGTERM" })
+	r = ps[1].api.awaitRendezvous("generation without the drained member", func(r *api.Rendezvous) bool {
 		return !has(r, drained.id)
 	})
 	if r.WorldSize != 2 {

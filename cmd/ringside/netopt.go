@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/netopt"
 )
 
@@ -320,7 +320,7 @@ func netoptRound(x float64, digits int) float64 {
 }
 
 // netoptPrintPlan writes the human-readable plan.
-func netoptPrintPlan(w io.Writer, model netopt.CostModel, given, planned []coordinator.MemberInfo, elapsed time.Duration) error {
+func netoptPrintPlan(w io.Writer, model netopt.CostModel, given, planned []record.MemberInfo, elapsed time.Duration) error {
 	p, g := model.AllReduce(planned), model.AllReduce(given)
 	fmt.Fprintf(w, "planned a ring of %d members (%d ranks) in %.3f ms\n\n", len(planned), p.Ranks, elapsed.Seconds()*1000)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -12,11 +12,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/ringside/ringside/coordinator"
 	"github.com/ringside/ringside/coordinator/jobstatus"
+	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/internal/etcdlocal"
 	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
-	"github.com/ringside/ringside/sidecar"
 )
 
 // statusJob writes a two-member job "llama" with a generation and a
@@ -26,18 +25,18 @@ func statusJob(t *testing.T) (*etcdlocal.Server, *clientv3.Client) {
 	srv := etcdtest.Start(t)
 	client := etcdtest.Client(t, srv)
 	putStatusKeys(t, client, map[string]any{
-		"members/w0": coordinator.MemberInfo{ID: "w0", Addr: "10.0.0.10", Slots: 2, State: coordinator.StateActive},
-		"members/w1": coordinator.MemberInfo{ID: "w1", Addr: "10.0.0.11", Slots: 1, State: coordinator.StateDraining},
-		"status/w0":  sidecar.Status{Step: 42, SamplesPerSec: 128, StepTimeP50S: 0.5, Generation: 1, Time: time.Now()},
+		"members/w0": record.MemberInfo{ID: "w0", Addr: "10.0.0.10", Slots: 2, State: record.StateActive},
+		"members/w1": record.MemberInfo{ID: "w1", Addr: "10.0.0.11", Slots: 1, State: record.StateDraining},
+		"status/w0":  record.Status{Step: 42, SamplesPerSec: 128, StepTimeP50S: 0.5, Generation: 1, Time: time.Now()},
 		"generation": statusGeneration(1),
 	})
 	return srv, client
 }
 
-func statusGeneration(n int64) coordinator.Generation {
-	return coordinator.Generation{
+func statusGeneration(n int64) record.Generation {
+	return record.Generation{
 		Number: n, WorldSize: 3, MasterAddr: "10.0.0.10", MasterPort: 29500, Reason: "joined", Leader: "w0",
-		Members: []coordinator.RankedMember{{ID: "w0", Addr: "10.0.0.10", Rank: 0, Slots: 2}, {ID: "w1", Addr: "10.0.0.11", Rank: 2, Slots: 1}},
+		Members: []record.RankedMember{{ID: "w0", Addr: "10.0.0.10", Rank: 0, Slots: 2}, {ID: "w1", Addr: "10.0.0.11", Rank: 2, Slots: 1}},
 	}
 }
 
@@ -80,10 +79,10 @@ func TestStatusOnceJSONParsesBackIntoASnapshot(t *testing.T) {
 		t.Fatalf("snapshot = %+v", s)
 	}
 	w0, w1 := s.Members[0], s.Members[1]
-	if w0.ID != "w0" || w0.State != jobstatus.StateActive || w0.Step != 42 || w0.LastHeartbeatAgeS == nil || s.Totals.SamplesPerSec != 128 {
+	if w0.ID != "w0" || w0.State != record.StateActive || w0.Step != 42 || w0.LastHeartbeatAgeS == nil || s.Totals.SamplesPerSec != 128 {
 		t.Errorf("w0 = %+v, totals %+v", w0, s.Totals)
 	}
-	if w1.ID != "w1" || w1.State != jobstatus.StateDraining || w1.Rank != 2 || w1.LastHeartbeatAgeS != nil {
+	if w1.ID != "w1" || w1.State != record.StateDraining || w1.Rank != 2 || w1.LastHeartbeatAgeS != nil {
 		t.Errorf("w1 = %+v", w1)
 	}
 }
@@ -146,7 +145,7 @@ func TestStatusPrintsOnlyChangesWhenNotATerminal(t *testing.T) {
 	var out bytes.Buffer
 	p := newStatusPrinter(&out, false)
 	s := jobstatus.Snapshot{Job: "llama", Namespace: "default", Generation: 1, WorldSize: 1,
-		Members: []jobstatus.Member{{ID: "w0", Addr: "10.0.0.10", Slots: 1, State: jobstatus.StateActive}}}
+		Members: []jobstatus.Member{{ID: "w0", Addr: "10.0.0.10", Slots: 1, State: record.StateActive}}}
 	progressed := s
 	progressed.Members = []jobstatus.Member{s.Members[0]}
 	progressed.Members[0].Step = 100

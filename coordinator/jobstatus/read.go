@@ -3,7 +3,6 @@ package jobstatus
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net"
@@ -16,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/coordinator/record"
 )
 
 // Read returns the job's snapshot, built from one Get of its prefix. It
@@ -39,39 +39,31 @@ func Read(ctx context.Context, client *clientv3.Client, namespace, job string) (
 
 // contents is what parse found under a job's prefix.
 type contents struct {
-	gen        *coordinator.Generation
-	registered []coordinator.MemberInfo // valid members/ values, in join order
-	malformed  map[string]bool          // ids whose members/ value is malformed
-	beats      map[string]heartbeat
+	gen        *record.Generation
+	registered []record.MemberInfo // valid members/ values, in join order
+	malformed  map[string]bool     // ids whose members/ value is malformed
+	beats      map[string]record.Status
 	leader     string
 	leaderRev  int64
 	warnings   []string
 }
 
-// heartbeat is the part of sidecar.Status (status/<id>) a snapshot shows.
-type heartbeat struct {
-	Step          int64     `json:"step"`
-	SamplesPerSec float64   `json:"samples_per_s"`
-	StepTimeP50S  float64   `json:"step_time_p50_s"`
-	Time          time.Time `json:"time"`
-}
-
 // parse sorts the job's keys by kind. Keys it does not know are ignored, so
 // an older reader keeps working when the key space grows.
 func parse(prefix string, kvs []*mvccpb.KeyValue) *contents {
-	c := &contents{malformed: map[string]bool{}, beats: map[string]heartbeat{}}
+	c := &contents{malformed: map[string]bool{}, beats: map[string]record.Status{}}
 	for _, kv := range kvs {
 		key := string(kv.Key)
 		rel := strings.TrimPrefix(key, prefix)
 		var err error
-		switch kind, id, _ := strings.Cut(rel, "/"); {
-		case rel == "generation":
-			c.gen, err = decodeGeneration(kv.Value)
-		case kind == "members":
-			err = c.addMember(id, kv)
-		case kind == "status":
-			err = c.addHeartbeat(id, kv.Value)
-		case kind == "election" && len(kv.Value) > 0:
+		switch {
+		case rel == record.GenerationKey:
+			c.gen, err = record.DecodeGeneration(kv.Value)
+		case strings.HasPrefix(rel, record.MembersDir):
+			err = c.addMember(strings.TrimPrefix(rel, record.MembersDir), kv)
+		case strings.HasPrefix(rel, record.StatusDir):
+			err = c.addHeartbeat(strings.TrimPrefix(rel, record.StatusDir), kv.Value)
+		case strings.HasPrefix(rel, record.ElectionDir) && len(kv.Value) > 0:
 			if c.leader == "" || kv.CreateRevision < c.leaderRev {
 				c.leader, c.leaderRev = string(kv.Value), kv.CreateRevision
 			}
@@ -80,24 +72,17 @@ func parse(prefix string, kvs []*mvccpb.KeyValue) *contents {
 			c.warnings = append(c.warnings, fmt.Sprintf("%s: %v", key, err))
 		}
 	}
-	slices.SortStableFunc(c.registered, func(a, b coordinator.MemberInfo) int {
+	slices.SortStableFunc(c.registered, func(a, b record.MemberInfo) int {
 		return cmp.Compare(a.JoinRevision, b.JoinRevision)
 	})
 	return c
 }
 
 func (c *contents) addMember(id string, kv *mvccpb.KeyValue) error {
-	var info coordinator.MemberInfo
-	err := json.Unmarshal(kv.Value, &info)
-	if err == nil {
-		err = info.Validate()
-	}
-	if err == nil && info.ID != id {
-		err = fmt.Errorf("id %q does not match the key", info.ID)
-	}
+	info, err := record.DecodeMember(string(kv.Key), kv.Value)
 	if err != nil {
 		c.malformed[id] = true
-		return fmt.Errorf("malformed member: %w", err)
+		return err
 	}
 	info.JoinRevision = kv.CreateRevision
 	c.registered = append(c.registered, info)
@@ -105,39 +90,19 @@ func (c *contents) addMember(id string, kv *mvccpb.KeyValue) error {
 }
 
 func (c *contents) addHeartbeat(id string, value []byte) error {
-	var hb heartbeat
-	if err := json.Unmarshal(value, &hb); err != nil {
-		return fmt.Errorf("malformed status: %w", err)
+	st, err := record.DecodeStatus(value)
+	if err != nil {
+		return err
 	}
-	c.beats[id] = hb
+	c.beats[id] = st
 	return nil
-}
-
-// decodeGeneration checks what a snapshot relies on: a positive number and
-// members that can be told apart.
-func decodeGeneration(value []byte) (*coordinator.Generation, error) {
-	var g coordinator.Generation
-	if err := json.Unmarshal(value, &g); err != nil {
-		return nil, fmt.Errorf("malformed generation: %w", err)
-	}
-	if g.Number < 1 {
-		return nil, fmt.Errorf("malformed generation: number %d is not positive", g.Number)
-	}
-	seen := make(map[string]bool, len(g.Members))
-	for _, m := range g.Members {
-		if m.ID == "" || seen[m.ID] {
-			return nil, fmt.Errorf("malformed generation %d: member id %q is empty or repeated", g.Number, m.ID)
-		}
-		seen[m.ID] = true
-	}
-	return &g, nil
 }
 
 // snapshot assembles the rows: the generation's members in ring order,
 // then the registered members outside it, except the standby ones.
 func (c *contents) snapshot(now time.Time) Snapshot {
 	s := Snapshot{Time: now, Leader: c.leader, Warnings: c.warnings, Members: []Member{}}
-	byID := make(map[string]coordinator.MemberInfo, len(c.registered))
+	byID := make(map[string]record.MemberInfo, len(c.registered))
 	for _, info := range c.registered {
 		byID[info.ID] = info
 	}
@@ -162,9 +127,9 @@ func (c *contents) snapshot(now time.Time) Snapshot {
 		if placed[info.ID] {
 			continue
 		}
-		m := Member{ID: info.ID, Addr: info.Addr, Rank: -1, Slots: info.Slots, State: StateWaiting}
-		if info.State == coordinator.StateDraining {
-			m.State = StateDraining
+		m := Member{ID: info.ID, Addr: info.Addr, Rank: -1, Slots: info.Slots, State: record.StateWaiting}
+		if info.State == record.StateDraining {
+			m.State = record.StateDraining
 		}
 		s.Members = append(s.Members, c.withHeartbeat(m, now))
 	}
@@ -172,17 +137,17 @@ func (c *contents) snapshot(now time.Time) Snapshot {
 }
 
 // ringState is the state of a member of the generation.
-func (c *contents) ringState(id string, byID map[string]coordinator.MemberInfo) State {
+func (c *contents) ringState(id string, byID map[string]record.MemberInfo) record.State {
 	info, ok := byID[id]
 	switch {
-	case ok && info.State == coordinator.StateDraining:
-		return StateDraining
+	case ok && info.State == record.StateDraining:
+		return record.StateDraining
 	case ok:
-		return StateActive
+		return record.StateActive
 	case c.malformed[id]:
-		return StateUnknown
+		return record.StateUnknown
 	}
-	return StateGone
+	return record.StateGone
 }
 
 func (c *contents) withHeartbeat(m Member, now time.Time) Member {

@@ -13,8 +13,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
-	"github.com/ringside/ringside/sidecar"
 )
 
 // kv is one key of a job, relative to its prefix, written in table order
@@ -23,17 +23,17 @@ type kv struct{ key, value string }
 
 // genBuilder writes generation values; ranks and world size follow from
 // the members' slots.
-type genBuilder struct{ g coordinator.Generation }
+type genBuilder struct{ g record.Generation }
 
 func generation(n int64) *genBuilder {
-	return &genBuilder{coordinator.Generation{Number: n, MasterPort: 29500 + int(n), Leader: "w0", Reason: "test"}}
+	return &genBuilder{record.Generation{Number: n, MasterPort: 29500 + int(n), Leader: "w0", Reason: "test"}}
 }
 
 func (b *genBuilder) with(id string, slots int) *genBuilder {
 	if len(b.g.Members) == 0 {
 		b.g.MasterAddr = addrOf(id)
 	}
-	b.g.Members = append(b.g.Members, coordinator.RankedMember{ID: id, Addr: addrOf(id), Rank: b.g.WorldSize, Slots: slots})
+	b.g.Members = append(b.g.Members, record.RankedMember{ID: id, Addr: addrOf(id), Rank: b.g.WorldSize, Slots: slots})
 	b.g.WorldSize += slots
 	return b
 }
@@ -47,12 +47,12 @@ func (b *genBuilder) kv() kv { return kv{"generation", mustJSON(b.g)} }
 
 func addrOf(id string) string { return "10.0.0.1" + strings.TrimPrefix(id, "w") }
 
-func member(id string, slots int, state coordinator.State) kv {
-	return kv{"members/" + id, mustJSON(coordinator.MemberInfo{ID: id, Addr: addrOf(id), Slots: slots, State: state})}
+func member(id string, slots int, state record.State) kv {
+	return kv{"members/" + id, mustJSON(record.MemberInfo{ID: id, Addr: addrOf(id), Slots: slots, State: state})}
 }
 
 func status(id string, step int64, samplesPerSec, p50 float64) kv {
-	st := sidecar.Status{Step: step, SamplesPerSec: samplesPerSec, StepTimeP50S: p50, Generation: 1, Time: time.Now()}
+	st := record.Status{Step: step, SamplesPerSec: samplesPerSec, StepTimeP50S: p50, Generation: 1, Time: time.Now()}
 	return kv{"status/" + id, mustJSON(st)}
 }
 
@@ -74,7 +74,7 @@ func reported(step int64, samplesPerSec, p50 float64) func(*Member) {
 	}
 }
 
-func row(id string, rank, slots int, state State, mutate ...func(*Member)) Member {
+func row(id string, rank, slots int, state record.State, mutate ...func(*Member)) Member {
 	addr := addrOf(id)
 	m := Member{ID: id, Addr: addr, Rank: rank, Slots: slots, State: state}
 	for _, f := range mutate {
@@ -93,7 +93,7 @@ func TestReadBuildsTheSnapshotFromTheJobKeys(t *testing.T) {
 	}{{
 		name: "a generation of three with statuses lists its members in ring order with their heartbeats",
 		keys: []kv{
-			member("w0", 2, coordinator.StateActive), member("w1", 1, coordinator.StateActive), member("w2", 1, coordinator.StateActive),
+			member("w0", 2, record.StateActive), member("w1", 1, record.StateActive), member("w2", 1, record.StateActive),
 			generation(1).with("w1", 1).with("w0", 2).with("w2", 1).kv(),
 			election("7a1", "w1"), election("7a2", "w0"),
 			status("w0", 120, 200, 0.25), status("w1", 121, 100, 0.2), status("w2", 119, 100.5, 0.3),
@@ -101,64 +101,64 @@ func TestReadBuildsTheSnapshotFromTheJobKeys(t *testing.T) {
 		want: Snapshot{
 			Generation: 1, Reason: "test", Leader: "w1", CommittedBy: "w0", WorldSize: 4, Master: "10.0.0.11:29501",
 			Members: []Member{
-				row("w1", 0, 1, StateActive, reported(121, 100, 0.2)),
-				row("w0", 1, 2, StateActive, reported(120, 200, 0.25)),
-				row("w2", 3, 1, StateActive, reported(119, 100.5, 0.3)),
+				row("w1", 0, 1, record.StateActive, reported(121, 100, 0.2)),
+				row("w0", 1, 2, record.StateActive, reported(120, 200, 0.25)),
+				row("w2", 3, 1, record.StateActive, reported(119, 100.5, 0.3)),
 			},
 			Totals: Totals{SamplesPerSec: 400.5},
 		},
 	}, {
 		name: "a draining member keeps its place and shows as draining",
 		keys: []kv{
-			member("w0", 1, coordinator.StateActive), member("w1", 1, coordinator.StateDraining),
+			member("w0", 1, record.StateActive), member("w1", 1, record.StateDraining),
 			generation(4).with("w0", 1).with("w1", 1).kv(),
 		},
 		want: Snapshot{
 			Generation: 4, Reason: "test", CommittedBy: "w0", WorldSize: 2, Master: "10.0.0.10:29504",
-			Members: []Member{row("w0", 0, 1, StateActive), row("w1", 1, 1, StateDraining)},
+			Members: []Member{row("w0", 0, 1, record.StateActive), row("w1", 1, 1, record.StateDraining)},
 		},
 	}, {
 		name: "a member of the generation that is no longer registered is gone",
 		keys: []kv{
-			member("w0", 1, coordinator.StateActive),
+			member("w0", 1, record.StateActive),
 			generation(2).with("w0", 1).with("w1", 1).kv(),
 			status("w0", 5, 10, 0.1),
 		},
 		want: Snapshot{
 			Generation: 2, Reason: "test", CommittedBy: "w0", WorldSize: 2, Master: "10.0.0.10:29502",
-			Members: []Member{row("w0", 0, 1, StateActive, reported(5, 10, 0.1)), row("w1", 1, 1, StateGone)},
+			Members: []Member{row("w0", 0, 1, record.StateActive, reported(5, 10, 0.1)), row("w1", 1, 1, record.StateGone)},
 			Totals:  Totals{SamplesPerSec: 10},
 		},
 	}, {
 		name: "members outside the generation are waiting or draining, standby members only listed",
 		keys: []kv{
-			member("w0", 1, coordinator.StateActive), member("w1", 1, coordinator.StateActive),
-			member("w2", 1, coordinator.StateDraining), member("w3", 1, coordinator.StateActive),
+			member("w0", 1, record.StateActive), member("w1", 1, record.StateActive),
+			member("w2", 1, record.StateDraining), member("w3", 1, record.StateActive),
 			generation(3).with("w0", 1).standby("w1").kv(),
 		},
 		want: Snapshot{
 			Generation: 3, Reason: "test", CommittedBy: "w0", WorldSize: 1, Master: "10.0.0.10:29503",
-			Members: []Member{row("w0", 0, 1, StateActive), row("w2", -1, 1, StateDraining), row("w3", -1, 1, StateWaiting)},
+			Members: []Member{row("w0", 0, 1, record.StateActive), row("w2", -1, 1, record.StateDraining), row("w3", -1, 1, record.StateWaiting)},
 			Standby: []string{"w1"},
 		},
 	}, {
 		name: "malformed generation, member and status values become warnings",
 		keys: []kv{
 			{"generation", `{"number":`},
-			member("w0", 1, coordinator.StateActive),
+			member("w0", 1, record.StateActive),
 			{"members/w1", `not json`},
-			{"members/w2", mustJSON(coordinator.MemberInfo{ID: "w9", Addr: "x", Slots: 1, State: coordinator.StateActive})},
-			{"members/w3", mustJSON(coordinator.MemberInfo{ID: "w3", Addr: "x", Slots: 0, State: "sleeping"})},
+			{"members/w2", mustJSON(record.MemberInfo{ID: "w9", Addr: "x", Slots: 1, State: record.StateActive})},
+			{"members/w3", mustJSON(record.MemberInfo{ID: "w3", Addr: "x", Slots: 0, State: "sleeping"})},
 			{"status/w0", `{"step":"many"}`},
 		},
 		want: Snapshot{
-			Members: []Member{row("w0", -1, 1, StateWaiting)},
+			Members: []Member{row("w0", -1, 1, record.StateWaiting)},
 			Warnings: []string{
 				"/ringside/default/malformed/generation: malformed generation: unexpected end of JSON input",
 				"/ringside/default/malformed/members/w1: malformed member: invalid character 'o' in literal null (expecting 'u')",
 				`/ringside/default/malformed/members/w2: malformed member: id "w9" does not match the key`,
 				"/ringside/default/malformed/members/w3: malformed member: slots must be at least 1, got 0\nstate \"sleeping\" is not \"active\", \"draining\" or \"pending\"",
-				"/ringside/default/malformed/status/w0: malformed status: json: cannot unmarshal string into Go struct field heartbeat.step of type int64",
+				"/ringside/default/malformed/status/w0: malformed status: json: cannot unmarshal string into Go struct field Status.step of type int64",
 			},
 		},
 	}, {
@@ -170,21 +170,21 @@ func TestReadBuildsTheSnapshotFromTheJobKeys(t *testing.T) {
 		},
 		want: Snapshot{
 			Generation: 1, Reason: "test", CommittedBy: "w0", WorldSize: 1, Master: "10.0.0.10:29501",
-			Members:  []Member{row("w0", 0, 1, StateUnknown)},
+			Members:  []Member{row("w0", 0, 1, record.StateUnknown)},
 			Warnings: []string{"/ringside/default/unknown/members/w0: malformed member: id is empty\naddr is empty\nslots must be at least 1, got 0\nstate \"\" is not \"active\", \"draining\" or \"pending\""},
 		},
 	}, {
 		name: "a generation that breaks its own rules is a warning",
-		keys: []kv{{"generation", mustJSON(coordinator.Generation{Number: 0})}},
+		keys: []kv{{"generation", mustJSON(record.Generation{Number: 0})}},
 		want: Snapshot{
 			Members:  []Member{},
 			Warnings: []string{"/ringside/default/numberless/generation: malformed generation: number 0 is not positive"},
 		},
 	}, {
 		name: "a job without a generation lists its registered members as waiting, in join order",
-		keys: []kv{member("w2", 1, coordinator.StateActive), member("w0", 2, coordinator.StateActive), status("w2", 0, 0, 0)},
+		keys: []kv{member("w2", 1, record.StateActive), member("w0", 2, record.StateActive), status("w2", 0, 0, 0)},
 		want: Snapshot{
-			Members: []Member{row("w2", -1, 1, StateWaiting, reported(0, 0, 0)), row("w0", -1, 2, StateWaiting)},
+			Members: []Member{row("w2", -1, 1, record.StateWaiting, reported(0, 0, 0)), row("w0", -1, 2, record.StateWaiting)},
 		},
 	}, {
 		name: "a job with no keys is empty",
@@ -241,11 +241,11 @@ func TestReadMeasuresHeartbeatAgeFromTheStatusTime(t *testing.T) {
 	client := etcdtest.Client(t, srv)
 	ctx := context.Background()
 	written := time.Now().Add(-3 * time.Second)
-	st := mustJSON(sidecar.Status{Step: 1, Time: written})
+	st := mustJSON(record.Status{Step: 1, Time: written})
 	if _, err := client.Put(ctx, "/ringside/default/aged/status/w0", st); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.Put(ctx, "/ringside/default/aged/members/w0", member("w0", 1, coordinator.StateActive).value); err != nil {
+	if _, err := client.Put(ctx, "/ringside/default/aged/members/w0", member("w0", 1, record.StateActive).value); err != nil {
 		t.Fatal(err)
 	}
 	got, err := Read(ctx, client, "default", "aged")

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ringside/ringside/coordinator/record"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
@@ -28,10 +30,10 @@ func TestRenderMatchesTheGoldenFiles(t *testing.T) {
 			Job: "llama", Namespace: "default", Time: at, Revision: 42,
 			Generation: 7, Reason: "w3 left", Leader: "w1", CommittedBy: "w1", WorldSize: 6, Master: "10.0.0.11:29507",
 			Members: []Member{
-				{ID: "w1", Addr: "10.0.0.11", Rank: 0, Slots: 2, State: StateActive, Step: 1200, SamplesPerSec: 1500, StepTimeP50S: 0.105, LastHeartbeatAgeS: age(0.4)},
-				{ID: "w0", Addr: "10.0.0.10", Rank: 2, Slots: 2, State: StateDraining, Step: 1198, SamplesPerSec: 1499.96, StepTimeP50S: 0.1071, LastHeartbeatAgeS: age(0.95)},
-				{ID: "w3", Addr: "10.0.0.13", Rank: 4, Slots: 2, State: StateGone},
-				{ID: "worker-long-name-12", Addr: "10.0.0.112", Rank: -1, Slots: 1, State: StateWaiting},
+				{ID: "w1", Addr: "10.0.0.11", Rank: 0, Slots: 2, State: record.StateActive, Step: 1200, SamplesPerSec: 1500, StepTimeP50S: 0.105, LastHeartbeatAgeS: age(0.4)},
+				{ID: "w0", Addr: "10.0.0.10", Rank: 2, Slots: 2, State: record.StateDraining, Step: 1198, SamplesPerSec: 1499.96, StepTimeP50S: 0.1071, LastHeartbeatAgeS: age(0.95)},
+				{ID: "w3", Addr: "10.0.0.13", Rank: 4, Slots: 2, State: record.StateGone},
+				{ID: "worker-long-name-12", Addr: "10.0.0.112", Rank: -1, Slots: 1, State: record.StateWaiting},
 			},
 			Standby:  []string{"w8", "w9"},
 			Totals:   Totals{SamplesPerSec: 2999.96},
@@ -43,13 +45,13 @@ func TestRenderMatchesTheGoldenFiles(t *testing.T) {
 		s: Snapshot{
 			Job: "llama", Namespace: "prod", Time: at, Generation: 3, Paused: true, Reason: "below min world size 4",
 			WorldSize: 2, Master: "[fd00::1]:29503",
-			Members: []Member{{ID: "w0", Addr: "fd00::1", Rank: 0, Slots: 2, State: StateActive, Step: 10, SamplesPerSec: 0, StepTimeP50S: 0, LastHeartbeatAgeS: age(12)}},
+			Members: []Member{{ID: "w0", Addr: "fd00::1", Rank: 0, Slots: 2, State: record.StateActive, Step: 10, SamplesPerSec: 0, StepTimeP50S: 0, LastHeartbeatAgeS: age(12)}},
 		},
 	}, {
 		golden: "waiting",
 		s: Snapshot{
 			Job: "llama", Namespace: "default", Time: at,
-			Members: []Member{{ID: "w0", Addr: "10.0.0.10", Rank: -1, Slots: 1, State: StateWaiting}},
+			Members: []Member{{ID: "w0", Addr: "10.0.0.10", Rank: -1, Slots: 1, State: record.StateWaiting}},
 		},
 	}, {
 		golden: "empty",
@@ -103,7 +105,7 @@ func TestRenderLiveClearsOnlyATerminal(t *testing.T) {
 func TestChangedIgnoresProgress(t *testing.T) {
 	base := Snapshot{
 		Job: "j", Namespace: "default", Generation: 2, WorldSize: 2,
-		Members: []Member{{ID: "w0", Rank: 0, Slots: 1, State: StateActive}, {ID: "w1", Rank: 1, Slots: 1, State: StateActive}},
+		Members: []Member{{ID: "w0", Rank: 0, Slots: 1, State: record.StateActive}, {ID: "w1", Rank: 1, Slots: 1, State: record.StateActive}},
 	}
 	tests := []struct {
 		name   string
@@ -115,7 +117,7 @@ func TestChangedIgnoresProgress(t *testing.T) {
 			s.Time, s.Revision, s.Totals.SamplesPerSec = time.Now(), 9, 50
 			s.Members[0].Step, s.Members[0].SamplesPerSec, s.Members[0].StepTimeP50S, s.Members[0].LastHeartbeatAgeS = 5, 50, 0.1, age(1)
 		}, false},
-		{"a member starts draining", func(s *Snapshot) { s.Members[1].State = StateDraining }, true},
+		{"a member starts draining", func(s *Snapshot) { s.Members[1].State = record.StateDraining }, true},
 		{"a new generation", func(s *Snapshot) { s.Generation = 3 }, true},
 		{"the leader changes", func(s *Snapshot) { s.Leader = "w1" }, true},
 		{"a warning appears", func(s *Snapshot) { s.Warnings = []string{"x"} }, true},
@@ -128,7 +130,7 @@ func TestChangedIgnoresProgress(t *testing.T) {
 			if got := Changed(base, cur); got != tt.want {
 				t.Errorf("Changed = %v, want %v", got, tt.want)
 			}
-			if base.Members[0].LastHeartbeatAgeS != nil || base.Members[1].State != StateActive {
+			if base.Members[0].LastHeartbeatAgeS != nil || base.Members[1].State != record.StateActive {
 				t.Fatal("Changed or the test modified the base snapshot")
 			}
 		})

@@ -4,26 +4,8 @@ import (
 	"reflect"
 	"slices"
 	"time"
-)
 
-// State is how a member of a snapshot takes part in the job.
-type State string
-
-const (
-	// StateActive members are registered and eligible.
-	StateActive State = "active"
-	// StateDraining members are registered but leaving (preemption); the
-	// leader commits a generation without them at once.
-	StateDraining State = "draining"
-	// StateGone members are in the committed generation but no longer
-	// registered: they crashed or left, and the next generation drops them.
-	StateGone State = "gone"
-	// StateWaiting members are registered but in no generation yet: the
-	// job has none, or the leader is still batching their joins.
-	StateWaiting State = "waiting"
-	// StateUnknown members are in the generation, but their members/<id>
-	// value is malformed (see Snapshot.Warnings).
-	StateUnknown State = "unknown"
+	"github.com/ringside/ringside/coordinator/record"
 )
 
 // Snapshot is a job's state at one etcd revision.
@@ -47,7 +29,8 @@ type Snapshot struct {
 	// Master is host:port of rank 0's process-group store.
 	Master string `json:"master,omitempty"`
 	// Members holds the generation's members in ring order, then the
-	// registered members in no generation (StateWaiting) in join order.
+	// registered members in no generation (record.StateWaiting) in join
+	// order.
 	Members []Member `json:"members"`
 	// Standby lists the members the policy leaves out of the generation.
 	Standby  []string `json:"standby,omitempty"`
@@ -61,9 +44,11 @@ type Member struct {
 	ID   string `json:"id"`
 	Addr string `json:"addr"`
 	// Rank is the member's first rank, -1 for a waiting member.
-	Rank  int   `json:"rank"`
-	Slots int   `json:"slots"`
-	State State `json:"state"`
+	Rank  int `json:"rank"`
+	Slots int `json:"slots"`
+	// State is one of the status view's states (record.State): active,
+	// draining, waiting, gone or unknown.
+	State record.State `json:"state"`
 
 	Step          int64   `json:"step"`
 	SamplesPerSec float64 `json:"samples_per_s"`

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/ringside/ringside/sidecar"
+	"github.com/ringside/ringside/sidecar/api"
 )
 
 // watchEvents follows the sidecar's event stream until ctx ends,
@@ -43,18 +43,18 @@ func (t *trainer) watchEvents(ctx context.Context) error {
 	}
 }
 
-func (t *trainer) handleEvent(e sidecar.Event) {
+func (t *trainer) handleEvent(e api.Event) {
 	switch e.Type {
-	case "generation":
+	case api.EventGeneration:
 		if e.Generation != nil && t.gens.saw(e.Generation.Generation) {
 			t.log.Debug("sidecar announced a generation", "generation", e.Generation.Generation,
 				"state", e.Generation.State, "world", e.Generation.WorldSize)
 		}
-	case "drain":
+	case api.EventDrain:
 		if t.draining.CompareAndSwap(false, true) {
 			t.log.Info("drain announced: finishing the current step, then waiting to be left out", "reason", e.Reason)
 		}
-	case "member_dead":
+	case api.EventMemberDead:
 		t.log.Info("the sidecar declared a member dead", "dead", e.Member)
 	}
 }

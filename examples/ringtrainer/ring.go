@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ringside/ringside/coordinator"
-	"github.com/ringside/ringside/sidecar"
+	"github.com/ringside/ringside/coordinator/record"
+	"github.com/ringside/ringside/sidecar/api"
 )
 
 // ring is this rank's place in one generation's ring: it receives from its
@@ -53,18 +53,18 @@ func (e *peerError) Error() string { return fmt.Sprintf("%s %s: %v", e.op, e.pee
 func (e *peerError) Unwrap() error { return e.err }
 
 // locate finds the member holding global rank and the rank's slot in it.
-func locate(members []coordinator.RankedMember, rank int) (coordinator.RankedMember, int, bool) {
+func locate(members []record.RankedMember, rank int) (record.RankedMember, int, bool) {
 	for _, m := range members {
 		if rank >= m.Rank && rank < m.Rank+m.Slots {
 			return m, rank - m.Rank, true
 		}
 	}
-	return coordinator.RankedMember{}, 0, false
+	return record.RankedMember{}, 0, false
 }
 
 // peerAt is the neighbour at global rank, listening at its member's
 // address on port base+slot.
-func peerAt(r *sidecar.Rendezvous, rank, base int) (peer, error) {
+func peerAt(r *api.Rendezvous, rank, base int) (peer, error) {
 	m, slot, ok := locate(r.Members, rank)
 	if !ok {
 		return peer{}, fmt.Errorf("generation %d lists no member holding rank %d of %d", r.Generation, rank, r.WorldSize)
@@ -76,7 +76,7 @@ func peerAt(r *sidecar.Rendezvous, rank, base int) (peer, error) {
 // dials the right one and accepts the left one at the same time (every
 // rank does both, so doing them in turn would deadlock). It blocks until
 // both links stand or ctx ends.
-func (t *trainer) formRing(ctx context.Context, r *sidecar.Rendezvous) (*ring, error) {
+func (t *trainer) formRing(ctx context.Context, r *api.Rendezvous) (*ring, error) {
 	rank, world := r.Rank+t.cfg.LocalRank, r.WorldSize
 	rg := &ring{generation: r.Generation, rank: rank, world: world}
 	if world == 1 {

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringside/ringside/coordinator"
-	"github.com/ringside/ringside/sidecar"
+	"github.com/ringside/ringside/coordinator/record"
+	"github.com/ringside/ringside/sidecar/api"
 )
 
 // formRings forms one generation's ring in-process: members members of
@@ -20,9 +20,9 @@ func formRings(t *testing.T, members, slots, vector int) ([]*trainer, []*ring) {
 	t.Helper()
 	port := freePort(t)
 	world := members * slots
-	var ranked []coordinator.RankedMember
+	var ranked []record.RankedMember
 	for i := range members {
-		ranked = append(ranked, coordinator.RankedMember{ID: fmt.Sprintf("m%d", i), Addr: fmt.Sprintf("127.0.0.%d", 10+i), Rank: i * slots, Slots: slots})
+		ranked = append(ranked, record.RankedMember{ID: fmt.Sprintf("m%d", i), Addr: fmt.Sprintf("127.0.0.%d", 10+i), Rank: i * slots, Slots: slots})
 	}
 	trainers := make([]*trainer, world)
 	rings := make([]*ring, world)
@@ -37,7 +37,7 @@ func formRings(t *testing.T, members, slots, vector int) ([]*trainer, []*ring) {
 		tr := newTrainer(cfg, nil, newOutput(io.Discard), slog.New(slog.DiscardHandler))
 		trainers[rank] = tr
 		t.Cleanup(tr.closeListener)
-		r := &sidecar.Rendezvous{Generation: 7, Member: m.ID, State: sidecar.StateActive, Rank: m.Rank,
+		r := &api.Rendezvous{Generation: 7, Member: m.ID, State: record.StateActive, Rank: m.Rank,
 			LocalWorldSize: slots, WorldSize: world, Members: ranked}
 		wg.Go(func() { rings[rank], errs[rank] = tr.formRing(ctx, r) })
 	}

@@ -7,13 +7,13 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/ringside/ringside/sidecar"
+	"github.com/ringside/ringside/sidecar/api"
 )
 
 // trainGeneration forms r's ring and steps until the generation is
 // aborted (nil), the ring breaks (*peerError), --steps is reached
 // (errStepsDone), or a fatal error (*exitError).
-func (t *trainer) trainGeneration(ctx context.Context, r *sidecar.Rendezvous, log *slog.Logger) error {
+func (t *trainer) trainGeneration(ctx context.Context, r *api.Rendezvous, log *slog.Logger) error {
 	if t.cfg.LocalRank >= r.LocalWorldSize {
 		return &exitError{exitUsage, fmt.Errorf("--local-rank %d, but member %s has %d slots: start one trainer per slot with --local-rank 0 to %d, or raise the sidecar's --slots", t.cfg.LocalRank, r.Member, r.LocalWorldSize, r.LocalWorldSize-1)}
 	}
@@ -106,7 +106,7 @@ func (t *trainer) heartbeat(ctx context.Context, rg *ring, took time.Duration) {
 	// An abort of the generation must not drop the report of a step done.
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	hb := sidecar.Heartbeat{Step: t.completed, Samples: t.samples, StepTimeS: took.Seconds(), Generation: rg.generation}
+	hb := api.Heartbeat{Step: t.completed, Samples: t.samples, StepTimeS: took.Seconds(), Generation: rg.generation}
 	if err := t.api.Heartbeat(hctx, hb); err != nil {
 		t.log.Debug("heartbeat not taken", "err", err)
 	}

@@ -10,7 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ringside/ringside/sidecar"
+	"github.com/ringside/ringside/coordinator/record"
+	"github.com/ringside/ringside/sidecar/api"
 	"github.com/ringside/ringside/sidecar/client"
 )
 
@@ -91,10 +92,10 @@ func (t *trainer) run(ctx context.Context) error {
 		t.gens.saw(r.Generation)
 		log := t.log.With("member", r.Member, "generation", r.Generation)
 		switch {
-		case r.State != sidecar.StateActive && t.draining.Load():
+		case r.State != record.StateActive && t.draining.Load():
 			log.Info("drained: the generation leaves this member out", "state", r.State, "step", t.completed)
 			return nil
-		case r.State != sidecar.StateActive:
+		case r.State != record.StateActive:
 			log.Info("not training in this generation; waiting for the next", "state", r.State, "reason", r.Reason)
 			continue
 		case t.draining.Load():
@@ -144,7 +145,7 @@ func unreachable(err error) bool {
 // limit > 0 it returns client.ErrNoGeneration once limit has passed. A
 // sidecar that stays unreachable for cfg.ConnectTimeout is fatal; while
 // draining, the first failure is returned (a drained sidecar exits).
-func (t *trainer) awaitGeneration(ctx context.Context, after int64, limit time.Duration) (*sidecar.Rendezvous, error) {
+func (t *trainer) awaitGeneration(ctx context.Context, after int64, limit time.Duration) (*api.Rendezvous, error) {
 	var deadline, failingSince time.Time
 	if limit > 0 {
 		deadline = time.Now().Add(limit)
@@ -185,7 +186,7 @@ func (t *trainer) sidecarLost(err error) error {
 
 // report tells the sidecar which neighbour broke the ring, so it checks
 // that member now instead of waiting for gossip.
-func (t *trainer) report(ctx context.Context, r *sidecar.Rendezvous, broken *peerError, log *slog.Logger) {
+func (t *trainer) report(ctx context.Context, r *api.Rendezvous, broken *peerError, log *slog.Logger) {
 	if t.gens.newer(r.Generation) {
 		log.Info("ring closed by a generation change", "err", broken)
 		return
@@ -196,7 +197,7 @@ func (t *trainer) report(ctx context.Context, r *sidecar.Rendezvous, broken *pee
 	}
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if err := t.api.ReportFailure(rctx, sidecar.FailureReport{Peer: broken.peer.member, Error: broken.Error()}); err != nil {
+	if err := t.api.ReportFailure(rctx, api.FailureReport{Peer: broken.peer.member, Error: broken.Error()}); err != nil {
 		log.Warn("could not report the broken ring to the sidecar", "peer", broken.peer.member, "err", err)
 	}
 }

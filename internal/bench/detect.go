@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/internal/localjob"
-	"github.com/ringside/ringside/sidecar"
+	"github.com/ringside/ringside/sidecar/api"
 )
 
 // awaitReady waits until the worker's sidecar holds a generation.
@@ -59,7 +59,7 @@ type DetectResult struct {
 
 type seen struct {
 	worker string
-	event  sidecar.Event
+	event  api.Event
 	at     time.Time
 }
 
@@ -119,7 +119,7 @@ func Detect(ctx context.Context, cfg DetectConfig, progress io.Writer) (DetectRe
 		}
 	}
 	fmt.Fprintf(progress, "%d sidecars started; waiting for the generation with all of them\n", cfg.Members)
-	if err := awaitEveryone(ctx, seenCh, job.Workers(), func(r *sidecar.Rendezvous) bool { return r.WorldSize == cfg.Members }); err != nil {
+	if err := awaitEveryone(ctx, seenCh, job.Workers(), func(r *api.Rendezvous) bool { return r.WorldSize == cfg.Members }); err != nil {
 		return DetectResult{}, err
 	}
 
@@ -136,7 +136,7 @@ idleLoop:
 	for {
 		select {
 		case s := <-seenCh:
-			if s.event.Type == "member_dead" {
+			if s.event.Type == api.EventMemberDead {
 				res.FalsePositives++
 			}
 		case <-idle:
@@ -170,7 +170,7 @@ idleLoop:
 		if _, err := spawn(); err != nil {
 			return DetectResult{}, err
 		}
-		if err := awaitEveryone(ctx, seenCh, job.Workers(), func(r *sidecar.Rendezvous) bool { return r.WorldSize == cfg.Members }); err != nil {
+		if err := awaitEveryone(ctx, seenCh, job.Workers(), func(r *api.Rendezvous) bool { return r.WorldSize == cfg.Members }); err != nil {
 			return DetectResult{}, err
 		}
 	}
@@ -181,12 +181,12 @@ idleLoop:
 
 // awaitEveryone waits until every live worker has announced a generation
 // that satisfies ok.
-func awaitEveryone(ctx context.Context, seenCh <-chan seen, live map[string]*localjob.Worker, ok func(*sidecar.Rendezvous) bool) error {
+func awaitEveryone(ctx context.Context, seenCh <-chan seen, live map[string]*localjob.Worker, ok func(*api.Rendezvous) bool) error {
 	have := map[string]bool{}
 	for len(have) < len(live) {
 		select {
 		case s := <-seenCh:
-			if s.event.Type == "generation" && live[s.worker] != nil && ok(s.event.Generation) {
+			if s.event.Type == api.EventGeneration && live[s.worker] != nil && ok(s.event.Generation) {
 				have[s.worker] = true
 			}
 		case <-ctx.Done():
@@ -207,11 +207,11 @@ func awaitDeath(ctx context.Context, seenCh <-chan seen, live map[string]*localj
 				continue
 			}
 			switch {
-			case s.event.Type == "member_dead" && s.event.Member == victim:
+			case s.event.Type == api.EventMemberDead && s.event.Member == victim:
 				if _, ok := dead[s.worker]; !ok {
 					dead[s.worker] = s.at
 				}
-			case s.event.Type == "generation" && !inGeneration(s.event.Generation, victim):
+			case s.event.Type == api.EventGeneration && !inGeneration(s.event.Generation, victim):
 				if _, ok := gone[s.worker]; !ok {
 					gone[s.worker] = s.at
 				}
@@ -223,7 +223,7 @@ func awaitDeath(ctx context.Context, seenCh <-chan seen, live map[string]*localj
 	return latest(dead).Sub(killedAt).Seconds(), latest(gone).Sub(killedAt).Seconds(), nil
 }
 
-func inGeneration(r *sidecar.Rendezvous, id string) bool {
+func inGeneration(r *api.Rendezvous, id string) bool {
 	for _, m := range r.Members {
 		if m.ID == id {
 			return true

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/coordinator/record"
 )
 
 // RendezvousConfig sizes the rendezvous benchmark.
@@ -115,7 +116,7 @@ func Rendezvous(ctx context.Context, cfg RendezvousConfig, progress io.Writer) (
 		joinGroup.Add(1)
 		go func() {
 			defer func() { <-sem; joinGroup.Done() }()
-			info := coordinator.MemberInfo{ID: fmt.Sprintf("m%05d", i), Addr: "127.0.0.1", Slots: 1}
+			info := record.MemberInfo{ID: fmt.Sprintf("m%05d", i), Addr: "127.0.0.1", Slots: 1}
 			m, err := jobs[i%len(jobs)].Join(ctx, info)
 			if err != nil {
 				mu.Lock()

@@ -1,7 +1,11 @@
 """A fake ringside sidecar for unit tests: the trainer API (v1) on a unix
 socket, driven by the test. A FakeJob holds the generation that several
 FakeSidecars (one per member) serve, each from its member's point of view,
-as the real sidecars do."""
+as the real sidecars do.
+
+Every answer and event is built from the golden fixtures the real sidecar's
+tests produce (contract.py): the fake fills in the values, the fixtures give
+the shape, so the fake cannot drift from the sidecar."""
 
 import json
 import os
@@ -10,6 +14,8 @@ import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler
+
+import contract
 
 
 def _now():
@@ -38,7 +44,7 @@ class FakeJob:
             self.lock.notify_all()
             n = self.number
         for s in list(self.sidecars):
-            s.publish({"type": "generation", "time": _now(), "generation": s.rendezvous_doc()})
+            s.publish(_generation_event(s.rendezvous_doc()))
         return n
 
     def addr(self, member):
@@ -46,17 +52,28 @@ class FakeJob:
 
     def doc_for(self, member, api_version="v1"):
         with self.lock:
-            members = [{"id": m, "addr": self.addr(m), "rank": i, "slots": 1} for i, m in enumerate(self.members)]
-            d = {
-                "api_version": api_version, "generation": self.number, "member": member, "state": "excluded",
-                "rank": -1, "local_world_size": 0, "world_size": len(self.members), "group_rank": -1,
-                "num_groups": len(self.members), "master_addr": self.addr(self.members[0]) if self.members else "",
-                "master_port": self.master_port + self.number % 16, "members": members, "reason": getattr(self, "reason", ""),
-            }
-            if member in self.members:
+            placed = member in self.members
+            d = contract.rendezvous(("paused" if self.paused else "active") if placed else "excluded")
+            d.pop("nccl", None)  # no netopt behind the fake: NCCL keeps its defaults
+            shape = d["members"][0]
+            members = [dict(shape, id=m, addr=self.addr(m), rank=i, slots=1) for i, m in enumerate(self.members)]
+            d.update(
+                api_version=api_version, generation=self.number, member=member, world_size=len(self.members),
+                num_groups=len(self.members), master_addr=self.addr(self.members[0]) if self.members else "",
+                master_port=self.master_port + self.number % 16, members=members, reason=getattr(self, "reason", ""),
+            )
+            if placed:
                 i = self.members.index(member)
-                d.update(state="paused" if self.paused else "active", rank=i, ranks=[i], local_world_size=1, group_rank=i)
+                d.update(rank=i, ranks=[i], local_world_size=1, group_rank=i)
             return d
+
+
+def _generation_event(doc):
+    return dict(contract.event("generation"), time=_now(), generation=doc)
+
+
+def _error(msg):
+    return dict(contract.load("error_not_found.json"), error=msg)
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -112,12 +129,12 @@ class FakeSidecar:
             q.put(event)
 
     def drain(self, reason="SIGTERM"):
-        e = {"type": "drain", "time": _now(), "reason": reason, "deadline": _now()}
+        e = dict(contract.event("drain"), time=_now(), reason=reason, deadline=_now())
         self._draining = e
         self.publish(e)
 
     def member_dead(self, member):
-        self.publish({"type": "member_dead", "time": _now(), "member": member})
+        self.publish(dict(contract.event("member_dead"), time=_now(), member=member))
 
     def _handler(self):
         sc = self
@@ -149,13 +166,12 @@ class FakeSidecar:
                 q = dict(urllib.parse.parse_qsl(u.query))
                 sc.requests.append(("GET", u.path, q))
                 if not u.path.startswith("/" + sc.api_version + "/"):
-                    return self._json(404, {"error": "no such endpoint %s; this sidecar serves API %s under /%s/"
-                                            % (u.path, sc.api_version, sc.api_version)})
+                    return self._json(404, _error("no such endpoint %s; this sidecar serves API %s under /%s/"
+                                                  % (u.path, sc.api_version, sc.api_version)))
                 p = u.path.split("/", 2)[2]
                 if p == "readyz":
-                    if sc.job.number == 0:
-                        return self._json(503, {"error": "no generation yet"})
-                    return self._json(200, {"status": "ready"})
+                    answer = "readyz.json" if sc.job.number else "readyz_not_ready.json"
+                    return self._json(contract.status_of(answer), contract.load(answer))
                 if p == "rendezvous":
                     after = int(q.get("after", 0))
                     wait = float(q.get("timeout", "30s").rstrip("s"))
@@ -175,7 +191,7 @@ class FakeSidecar:
                     return self._json(200, sc.rendezvous_doc())
                 if p == "events":
                     return self._events()
-                return self._json(404, {"error": "no such endpoint"})
+                return self._json(404, _error("no such endpoint"))
 
             def _events(self):
                 import queue
@@ -189,7 +205,7 @@ class FakeSidecar:
                 self.end_headers()
                 first = []
                 if sc.job.number > 0:
-                    first.append({"type": "generation", "time": _now(), "generation": sc.rendezvous_doc()})
+                    first.append(_generation_event(sc.rendezvous_doc()))
                 if sc._draining:
                     first.append(sc._draining)
                 try:
@@ -219,9 +235,9 @@ class FakeSidecar:
                 sc.requests.append(("POST", u.path, None))
                 body = self._body()
                 if u.path == "/v1/heartbeat":
-                    unknown = set(body or {}) - {"step", "samples", "step_time_s", "generation"}
+                    unknown = set(body or {}) - set(contract.load("heartbeat_request.json"))
                     if unknown:
-                        return self._json(400, {"error": "bad JSON body: unknown fields %s" % sorted(unknown)})
+                        return self._json(400, _error("bad JSON body: unknown fields %s" % sorted(unknown)))
                     sc.heartbeats.append(body)
                     self.send_response(204)
                     self.send_header("Content-Length", "0")
@@ -229,16 +245,18 @@ class FakeSidecar:
                     return
                 if u.path == "/v1/failure":
                     if not body or not body.get("peer"):
-                        return self._json(400, {"error": "failure: peer is empty; name the member whose collective failed"})
+                        return self._json(400, _error("failure: peer is empty; name the member whose collective failed"))
                     sc.failures.append(body)
-                    return self._json(202, {"status": "checking " + body["peer"]})
+                    golden = contract.load("failure_accepted.json")
+                    golden["status"] = golden["status"].replace(contract.load("failure_request.json")["peer"], body["peer"])
+                    return self._json(contract.status_of("failure_accepted.json"), golden)
                 if u.path == "/v1/leave":
                     sc.leaves += 1
                     sc.drain("leave requested by the trainer")
-                    return self._json(202, {"status": "draining"})
+                    return self._json(contract.status_of("leave_accepted.json"), contract.load("leave_accepted.json"))
                 if u.path == "/v1/restart":
                     sc.restarts.append(body)
-                    return self._json(202, {"status": "restarting"})
-                return self._json(404, {"error": "no such endpoint %s" % u.path})
+                    return self._json(contract.status_of("restart_accepted.json"), contract.load("restart_accepted.json"))
+                return self._json(404, _error("no such endpoint %s" % u.path))
 
         return Handler

@@ -1,5 +1,7 @@
 // Package client is the Go client of the sidecar's trainer API, used by
 // ringside's own tools (benchmarks, exec, host discovery) and Go trainers.
+// It imports only the standard library and the wire types (sidecar/api),
+// so a trainer that links it links nothing of the sidecar itself.
 package client
 
 import (
@@ -16,7 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ringside/ringside/sidecar"
+	"github.com/ringside/ringside/sidecar/api"
 )
 
 // ErrNoGeneration is returned by Rendezvous when the wait ran out.
@@ -50,26 +52,26 @@ func (c *Client) Ready(ctx context.Context) error {
 }
 
 // Rendezvous waits up to wait for a generation numbered above after.
-func (c *Client) Rendezvous(ctx context.Context, after int64, wait time.Duration) (*sidecar.Rendezvous, error) {
+func (c *Client) Rendezvous(ctx context.Context, after int64, wait time.Duration) (*api.Rendezvous, error) {
 	q := url.Values{"after": {fmt.Sprint(after)}, "timeout": {wait.String()}}
-	var r sidecar.Rendezvous
+	var r api.Rendezvous
 	err := c.call(ctx, http.MethodGet, "/v1/rendezvous?"+q.Encode(), nil, &r)
 	if err != nil {
 		return nil, err
 	}
-	if r.APIVersion != sidecar.APIVersion {
-		return nil, fmt.Errorf("client: sidecar speaks API %q, this client %q: upgrade the older one", r.APIVersion, sidecar.APIVersion)
+	if r.APIVersion != api.APIVersion {
+		return nil, fmt.Errorf("client: sidecar speaks API %q, this client %q: upgrade the older one", r.APIVersion, api.APIVersion)
 	}
 	return &r, nil
 }
 
 // Heartbeat reports a step.
-func (c *Client) Heartbeat(ctx context.Context, hb sidecar.Heartbeat) error {
+func (c *Client) Heartbeat(ctx context.Context, hb api.Heartbeat) error {
 	return c.call(ctx, http.MethodPost, "/v1/heartbeat", hb, nil)
 }
 
 // ReportFailure tells the sidecar that a collective with peer failed.
-func (c *Client) ReportFailure(ctx context.Context, f sidecar.FailureReport) error {
+func (c *Client) ReportFailure(ctx context.Context, f api.FailureReport) error {
 	return c.call(ctx, http.MethodPost, "/v1/failure", f, nil)
 }
 
@@ -80,7 +82,7 @@ func (c *Client) Leave(ctx context.Context) error {
 
 // Events streams the sidecar's events until ctx ends or the stream breaks;
 // the channel is then closed.
-func (c *Client) Events(ctx context.Context) (<-chan sidecar.Event, error) {
+func (c *Client) Events(ctx context.Context) (<-chan api.Event, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/events", nil)
 	if err != nil {
 		return nil, err
@@ -93,14 +95,14 @@ func (c *Client) Events(ctx context.Context) (<-chan sidecar.Event, error) {
 		defer resp.Body.Close()
 		return nil, responseError(resp)
 	}
-	ch := make(chan sidecar.Event, 16)
+	ch := make(chan api.Event, 16)
 	go func() {
 		defer close(ch)
 		defer resp.Body.Close()
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(make([]byte, 64<<10), 16<<20)
 		for sc.Scan() {
-			var e sidecar.Event
+			var e api.Event
 			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 				continue
 			}
@@ -149,9 +151,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 }
 
 func responseError(resp *http.Response) error {
-	var e struct {
-		Error string `json:"error"`
-	}
+	var e api.ErrorBody
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if json.Unmarshal(b, &e) == nil && e.Error != "" {
 		return fmt.Errorf("client: sidecar answered %s: %s", resp.Status, e.Error)
@@ -162,5 +162,5 @@ func responseError(resp *http.Response) error {
 // Restart reports that the trainer crashed and is being restarted; the job
 // commits a new generation with the same members.
 func (c *Client) Restart(ctx context.Context, reason string) error {
-	return c.call(ctx, http.MethodPost, "/v1/restart", sidecar.RestartReport{Error: reason}, nil)
+	return c.call(ctx, http.MethodPost, "/v1/restart", api.RestartReport{Error: reason}, nil)
 }

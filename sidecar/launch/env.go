@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ringside/ringside/sidecar"
+	"github.com/ringside/ringside/sidecar/api"
 )
 
 // EnvOptions are the values torchrun's contract needs beyond the
@@ -27,7 +27,7 @@ type EnvOptions struct {
 // way torchrun sets them for its workers, plus the NCCL settings. Variables
 // already in base are overridden, except OMP_NUM_THREADS and NCCL settings
 // the user set.
-func Env(base []string, r *sidecar.Rendezvous, slot int, o EnvOptions) []string {
+func Env(base []string, r *api.Rendezvous, slot int, o EnvOptions) []string {
 	rank := r.Rank + slot
 	set := map[string]string{
 		"RANK":                         strconv.Itoa(rank),

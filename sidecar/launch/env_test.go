@@ -6,12 +6,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/ringside/ringside/sidecar"
+	"github.com/ringside/ringside/coordinator/record"
+	"github.com/ringside/ringside/sidecar/api"
 )
 
 func TestEnvFollowsTorchrunPerRankAndSlot(t *testing.T) {
-	r := &sidecar.Rendezvous{
-		Generation: 7, Member: "w1", State: sidecar.StateActive,
+	r := &api.Rendezvous{
+		Generation: 7, Member: "w1", State: record.StateActive,
 		Rank: 2, Ranks: []int{2, 3}, LocalWorldSize: 2, WorldSize: 5, GroupRank: 1, NumGroups: 3,
 		MasterAddr: "10.0.0.1", MasterPort: 29507,
 		NCCL: map[string]string{"NCCL_SOCKET_IFNAME": "=eth0", "NCCL_IB_HCA": "=mlx5_0:1"},

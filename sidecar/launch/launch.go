@@ -11,7 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ringside/ringside/sidecar"
+	"github.com/ringside/ringside/coordinator/record"
+	"github.com/ringside/ringside/sidecar/api"
 	"github.com/ringside/ringside/sidecar/client"
 )
 
@@ -79,8 +80,8 @@ type runner struct {
 	api *client.Client
 	log *slog.Logger
 
-	events   <-chan sidecar.Event
-	gen      *sidecar.Rendezvous
+	events   <-chan api.Event
+	gen      *api.Rendezvous
 	draining bool
 	restarts int // TORCHELASTIC_RESTART_COUNT
 	failures int
@@ -118,7 +119,7 @@ func (r *runner) run(ctx context.Context) (int, error) {
 			return code, nil
 		}
 		r.restarts++
-		if r.gen.State == sidecar.StateActive && !r.restartPending {
+		if r.gen.State == record.StateActive && !r.restartPending {
 			continue
 		}
 		r.restartPending = false
@@ -161,15 +162,15 @@ func (r *runner) awaitActive(ctx context.Context) (code int, done bool) {
 				return 1, true
 			}
 			switch e.Type {
-			case "drain":
+			case api.EventDrain:
 				r.draining = true
-			case "generation":
+			case api.EventGeneration:
 				if r.gen != nil && e.Generation.Generation <= r.gen.Generation {
 					continue
 				}
 				r.gen = e.Generation
 				switch {
-				case r.gen.State == sidecar.StateActive:
+				case r.gen.State == record.StateActive:
 					return 0, false
 				case r.draining:
 					r.log.Info("drained out of the job")
@@ -200,14 +201,14 @@ func (r *runner) supervise(ctx context.Context, g *group) (code int, next bool) 
 				r.log.Error("sidecar event stream ended; stopping the command")
 				return 1, false
 			}
-			if e.Type == "drain" {
+			if e.Type == api.EventDrain {
 				r.draining = true
 			}
-			if e.Type == "generation" && e.Generation.Generation > r.gen.Generation {
+			if e.Type == api.EventGeneration && e.Generation.Generation > r.gen.Generation {
 				r.log.Info("new generation; restarting the command", "generation", e.Generation.Generation, "reason", e.Generation.Reason)
 				g.stop(r.cfg.StopTimeout)
 				r.gen = e.Generation
-				if r.gen.State != sidecar.StateActive && r.draining {
+				if r.gen.State != record.StateActive && r.draining {
 					r.log.Info("drained out of the job")
 					return 0, false
 				}
@@ -226,7 +227,7 @@ func (r *runner) supervise(ctx context.Context, g *group) (code int, next bool) 
 			if r.awaitNewGeneration(ctx, r.cfg.CrashGrace) {
 				r.log.Info("command failed as the job changed; restarting with the new generation",
 					"exit_code", ex.code, "generation", r.gen.Generation, "reason", r.gen.Reason)
-				if r.gen.State != sidecar.StateActive && r.draining {
+				if r.gen.State != record.StateActive && r.draining {
 					return 0, false
 				}
 				return 0, true
@@ -271,10 +272,10 @@ func (r *runner) awaitNewGeneration(ctx context.Context, d time.Duration) bool {
 			if !open {
 				return false
 			}
-			if e.Type == "drain" {
+			if e.Type == api.EventDrain {
 				r.draining = true
 			}
-			if e.Type == "generation" && e.Generation.Generation > r.gen.Generation {
+			if e.Type == api.EventGeneration && e.Generation.Generation > r.gen.Generation {
 				r.gen = e.Generation
 				return true
 			}

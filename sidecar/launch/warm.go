@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ringside/ringside/sidecar"
+	"github.com/ringside/ringside/sidecar/api"
 )
 
 // With Config.Preload, a Python command's next process for each slot is
@@ -108,7 +108,7 @@ func startSpare(cfg Config, interp, target []string, env []string) (*spare, erro
 
 // startSpares starts a warm process per slot of gen (their environment is
 // replaced when they take over), when the command can be preloaded.
-func (r *runner) startSpares(gen *sidecar.Rendezvous, o EnvOptions) {
+func (r *runner) startSpares(gen *api.Rendezvous, o EnvOptions) {
 	interp, target, ok := pythonCommand(r.cfg.Command)
 	if len(r.cfg.Preload) == 0 || !ok {
 		return
@@ -128,7 +128,7 @@ func (r *runner) startSpares(gen *sidecar.Rendezvous, o EnvOptions) {
 // warmUp starts the first slot's warm process and waits until it has
 // imported the preloaded modules (at most StartTimeout).
 func (r *runner) warmUp(ctx context.Context) {
-	r.startSpares(&sidecar.Rendezvous{LocalWorldSize: 1}, EnvOptions{RunID: r.cfg.RunID, Socket: r.cfg.Socket})
+	r.startSpares(&api.Rendezvous{LocalWorldSize: 1}, EnvOptions{RunID: r.cfg.RunID, Socket: r.cfg.Socket})
 	if len(r.spares) == 0 || r.spares[0] == nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package coordinator
+package record
 
 import (
 	"encoding/json"
@@ -6,8 +6,9 @@ import (
 	"fmt"
 )
 
-// Generation is one committed configuration of the all-reduce group. A
-// Generation handed out by this package is shared: treat it as read-only.
+// Generation is one committed configuration of the all-reduce group,
+// stored under the job's generation key. A Generation handed out by a
+// decoder is shared: treat it as read-only.
 type Generation struct {
 	// Number increases by one with every commit.
 	Number int64 `json:"number"`
@@ -46,9 +47,10 @@ type RankedMember struct {
 }
 
 // Member returns the member with id and whether it is in the generation.
+// It builds the lookup on first use unless BuildIndex did.
 func (g *Generation) Member(id string) (RankedMember, bool) {
 	if g.index == nil {
-		g.buildIndex()
+		g.BuildIndex()
 	}
 	i, ok := g.index[id]
 	if !ok {
@@ -66,28 +68,37 @@ func (g *Generation) IDs() []string {
 	return ids
 }
 
-func (g *Generation) buildIndex() {
+// BuildIndex prepares Member's lookup. Call it once Members is final and
+// before the generation is shared between goroutines (DecodeGeneration
+// does): Member then only reads.
+func (g *Generation) BuildIndex() {
 	g.index = make(map[string]int, len(g.Members))
 	for i, m := range g.Members {
 		g.index[m.ID] = i
 	}
 }
 
-// decodeGeneration parses and checks a stored generation; the result has its
-// index built, so it is safe to share between goroutines.
-func decodeGeneration(b []byte) (*Generation, error) {
+// DecodeGeneration decodes and checks a stored generation; the result has
+// its index built, so it is safe to share between goroutines.
+func DecodeGeneration(value []byte) (*Generation, error) {
 	var g Generation
-	if err := json.Unmarshal(b, &g); err != nil {
-		return nil, fmt.Errorf("decode generation: %w", err)
+	if err := json.Unmarshal(value, &g); err != nil {
+		return nil, fmt.Errorf("malformed generation: %w", err)
 	}
-	if err := g.validate(); err != nil {
-		return nil, fmt.Errorf("invalid generation %d: %w", g.Number, err)
+	if err := g.Validate(); err != nil {
+		if g.Number < 1 {
+			return nil, fmt.Errorf("malformed generation: %w", err)
+		}
+		return nil, fmt.Errorf("malformed generation %d: %w", g.Number, err)
 	}
-	g.buildIndex()
+	g.BuildIndex()
 	return &g, nil
 }
 
-func (g *Generation) validate() error {
+// Validate reports the first rule of a generation that g breaks: a
+// positive number, distinct members with slots, ranks contiguous from 0 in
+// ring order, and a world size that is their sum.
+func (g *Generation) Validate() error {
 	if g.Number < 1 {
 		return fmt.Errorf("number %d is not positive", g.Number)
 	}

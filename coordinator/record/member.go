@@ -1,25 +1,10 @@
-package coordinator
+package record
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-)
-
-// State is a member's own view of its participation.
-type State string
-
-const (
-	// StateActive members are eligible for the next generation.
-	StateActive State = "active"
-	// StateDraining members are leaving (preemption) and are excluded from the
-	// next generation, which the leader commits at once.
-	StateDraining State = "draining"
-	// StatePending members are registered but wait for their trainer to
-	// start: no generation places them until they turn active (Activate),
-	// so a trainer that starts slowly does not hold up the others'
-	// next group.
-	StatePending State = "pending"
 )
 
 // MemberInfo is what a member publishes under members/<id>.
@@ -36,7 +21,8 @@ type MemberInfo struct {
 	Slots int `json:"slots"`
 	// GossipAddr is host:port of the member's gossip endpoint, if any.
 	GossipAddr string `json:"gossip_addr,omitempty"`
-	State      State  `json:"state"`
+	// State is one of the registration states (State.Registered).
+	State State `json:"state"`
 	// Incarnation counts the member's trainer restarts after a failure; a
 	// change forces a new generation with the same members.
 	Incarnation int64 `json:"incarnation,omitempty"`
@@ -60,21 +46,25 @@ func (m MemberInfo) Validate() error {
 	if m.Slots < 1 {
 		errs = append(errs, fmt.Errorf("slots must be at least 1, got %d", m.Slots))
 	}
-	switch m.State {
-	case StateActive, StateDraining, StatePending:
-	default:
+	if !m.State.Registered() {
 		errs = append(errs, fmt.Errorf("state %q is not %q, %q or %q", m.State, StateActive, StateDraining, StatePending))
 	}
 	return errors.Join(errs...)
 }
 
-// RingOrderer decides where members sit in the all-reduce ring.
-//
-// Order returns every member of survivors and newcomers exactly once.
-// survivors are given in their current ring order and must keep that relative
-// order (stable ranks); newcomers are given in join order and may be placed
-// anywhere. The coordinator checks the result and falls back to
-// TopologyOrderer if an implementation breaks the contract.
-type RingOrderer interface {
-	Order(survivors, newcomers []MemberInfo) []MemberInfo
+// DecodeMember decodes and checks the value stored under key, a
+// members/<id> key: the record must be valid and name the key's id.
+func DecodeMember(key string, value []byte) (MemberInfo, error) {
+	var info MemberInfo
+	err := json.Unmarshal(value, &info)
+	if err == nil {
+		err = info.Validate()
+	}
+	if err == nil && info.ID != idOf(key) {
+		err = fmt.Errorf("id %q does not match the key", info.ID)
+	}
+	if err != nil {
+		return info, fmt.Errorf("malformed member: %w", err)
+	}
+	return info, nil
 }

@@ -1,0 +1,28 @@
+package record
+
+// The job's keys, relative to its Prefix.
+const (
+	// MembersDir holds members/<id>, one MemberInfo per member.
+	MembersDir = "members/"
+	// ElectionDir holds the leader campaign; the first key is the leader's.
+	ElectionDir = "election/"
+	// GenerationKey holds the committed Generation.
+	GenerationKey = "generation"
+	// StatusDir holds status/<id>, one Status per member.
+	StatusDir = "status/"
+)
+
+// Prefix is the key prefix of job in namespace, ending in "/".
+func Prefix(namespace, job string) string {
+	return "/ringside/" + namespace + "/" + job + "/"
+}
+
+// idOf returns the last segment of a members/<id> or status/<id> key.
+func idOf(key string) string {
+	for i := len(key) - 1; i >= 0; i-- {
+		if key[i] == '/' {
+			return key[i+1:]
+		}
+	}
+	return key
+}

@@ -1,0 +1,30 @@
+package record
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Status is what a member's sidecar stores under status/<id> from its
+// trainer's heartbeats, for the autoscaler, straggler checks and the
+// status view.
+type Status struct {
+	Step          int64     `json:"step"`
+	Samples       int64     `json:"samples"`
+	SamplesPerSec float64   `json:"samples_per_s"`
+	StepTimeS     float64   `json:"step_time_s"`
+	StepTimeP50S  float64   `json:"step_time_p50_s"`
+	StepTimeP90S  float64   `json:"step_time_p90_s"`
+	Generation    int64     `json:"generation"`
+	Time          time.Time `json:"time"`
+}
+
+// DecodeStatus decodes a status/<id> value.
+func DecodeStatus(value []byte) (Status, error) {
+	var st Status
+	if err := json.Unmarshal(value, &st); err != nil {
+		return Status{}, fmt.Errorf("malformed status: %w", err)
+	}
+	return st, nil
+}

@@ -1,0 +1,32 @@
+package api
+
+import "time"
+
+// EventType names what an Event announces.
+type EventType string
+
+const (
+	// EventGeneration: a generation was committed (Event.Generation is
+	// this member's view of it). A stream starts with the current one.
+	EventGeneration EventType = "generation"
+	// EventDrain: this member is leaving (Event.Reason, Event.Deadline);
+	// the trainer should commit its state.
+	EventDrain EventType = "drain"
+	// EventMemberDead: another member was declared dead (Event.Member);
+	// a generation without it follows.
+	EventMemberDead EventType = "member_dead"
+)
+
+// Event is one line of the trainer's event stream.
+type Event struct {
+	Type EventType `json:"type"`
+	Time time.Time `json:"time"`
+	// Generation is set for EventGeneration.
+	Generation *Rendezvous `json:"generation,omitempty"`
+	// Member names the dead member of an EventMemberDead.
+	Member string `json:"member,omitempty"`
+	// Reason says why a drain started (SIGTERM, a node taint, a leave
+	// request) and Deadline when it will leave regardless.
+	Reason   string     `json:"reason,omitempty"`
+	Deadline *time.Time `json:"deadline,omitempty"`
+}

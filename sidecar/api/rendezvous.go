@@ -1,0 +1,73 @@
+package api
+
+import "github.com/ringside/ringside/coordinator/record"
+
+// APIVersion is the version of the trainer API, in every path (/v1/...)
+// and answer.
+const APIVersion = "v1"
+
+// Rendezvous is what a trainer needs to join a generation's process group:
+// one member's view of a generation.
+type Rendezvous struct {
+	APIVersion string `json:"api_version"`
+	Generation int64  `json:"generation"`
+	Member     string `json:"member"`
+	// State is the member's place in the generation: record.StateActive,
+	// StateStandby, StatePaused or StateExcluded.
+	State record.State `json:"state"`
+	// Rank is the member's first rank and Ranks all of its ranks (one per
+	// slot); -1 and empty unless the member is placed (active or paused).
+	Rank  int   `json:"rank"`
+	Ranks []int `json:"ranks,omitempty"`
+	// LocalWorldSize is the member's slots; GroupRank its place in the ring
+	// (torchrun's GROUP_RANK / NODE_RANK) out of NumGroups.
+	LocalWorldSize int                   `json:"local_world_size"`
+	WorldSize      int                   `json:"world_size"`
+	GroupRank      int                   `json:"group_rank"`
+	NumGroups      int                   `json:"num_groups"`
+	MasterAddr     string                `json:"master_addr"`
+	MasterPort     int                   `json:"master_port"`
+	Members        []record.RankedMember `json:"members"`
+	// NCCL holds the NCCL settings netopt chose for this node.
+	NCCL   map[string]string `json:"nccl,omitempty"`
+	Reason string            `json:"reason,omitempty"`
+}
+
+// NewRendezvous returns member self's view of g, with the node's NCCL
+// settings.
+func NewRendezvous(g *record.Generation, self string, nccl map[string]string) *Rendezvous {
+	r := &Rendezvous{
+		APIVersion: APIVersion,
+		Generation: g.Number,
+		Member:     self,
+		State:      record.StateExcluded,
+		Rank:       -1,
+		GroupRank:  -1,
+		WorldSize:  g.WorldSize,
+		NumGroups:  len(g.Members),
+		MasterAddr: g.MasterAddr,
+		MasterPort: g.MasterPort,
+		Members:    g.Members,
+		NCCL:       nccl,
+		Reason:     g.Reason,
+	}
+	for i, m := range g.Members {
+		if m.ID != self {
+			continue
+		}
+		r.State, r.Rank, r.GroupRank, r.LocalWorldSize = record.StateActive, m.Rank, i, m.Slots
+		for k := range m.Slots {
+			r.Ranks = append(r.Ranks, m.Rank+k)
+		}
+		if g.Paused {
+			r.State = record.StatePaused
+		}
+		return r
+	}
+	for _, id := range g.Standby {
+		if id == self {
+			r.State = record.StateStandby
+		}
+	}
+	return r
+}
