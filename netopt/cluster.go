@@ -48,6 +48,29 @@ func ReadCluster(r io.Reader) ([]ClusterMember, error) {
 	return members, nil
 }
 
+// WriteCluster writes a cluster file ReadCluster reads back, one member
+// per line, so the file diffs and greps well.
+func WriteCluster(w io.Writer, cluster []ClusterMember) error {
+	var b strings.Builder
+	b.WriteString("[\n")
+	for i, m := range cluster {
+		line, err := json.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("encode member: %w", err)
+		}
+		b.Write(line)
+		if i < len(cluster)-1 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString("]\n")
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("write cluster: %w", err)
+	}
+	return nil
+}
+
 // ValidateCluster reports what is wrong with a list of members.
 func ValidateCluster(members []ClusterMember) error {
 	if len(members) == 0 {

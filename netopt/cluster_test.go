@@ -100,3 +100,29 @@ func TestGenerateClusterRejectsBadSpecs(t *testing.T) {
 		t.Errorf("got %v, want %q", err, want)
 	}
 }
+
+func TestWriteClusterWritesAMemberPerLineThatReadsBack(t *testing.T) {
+	cluster := []ClusterMember{
+		{ID: "w0", Topology: []string{"rack-0", "host-0"}, Slots: 8},
+		{ID: "w1", Topology: []string{"rack-1", "host-1"}, Slots: 4},
+	}
+	var b strings.Builder
+	if err := WriteCluster(&b, cluster); err != nil {
+		t.Fatal(err)
+	}
+	want := `[
+{"id":"w0","topology":["rack-0","host-0"],"slots":8},
+{"id":"w1","topology":["rack-1","host-1"],"slots":4}
+]
+`
+	if diff := cmp.Diff(want, b.String()); diff != "" {
+		t.Errorf("file (-want +got):\n%s", diff)
+	}
+	back, err := ReadCluster(strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(cluster, back); diff != "" {
+		t.Errorf("read back (-want +got):\n%s", diff)
+	}
+}

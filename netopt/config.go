@@ -57,22 +57,40 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports every field that is out of range.
+// FieldError is one Config field that Validate rejects. Field is the
+// field's Go name, so a command line can name the flag that set it
+// instead ("--ib-tc must be ...").
+type FieldError struct {
+	// Field is the Config field: "Fabric", "IBTrafficClass"...
+	Field string
+	// Name is the field in words, for the error text: "IB traffic class".
+	Name string
+	// Problem completes Name into a sentence: "must be 0-15 (...), got 16".
+	Problem string
+}
+
+func (e *FieldError) Error() string { return e.Name + " " + e.Problem }
+
+// Validate reports every field that is out of range, each as a *FieldError
+// (the cost model's problems excepted: see CostModel.Validate).
 func (c Config) Validate() error {
 	var errs []error
+	bad := func(field, name, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Name: name, Problem: fmt.Sprintf(format, args...)})
+	}
 	if c.SysfsRoot == "" {
-		errs = append(errs, errors.New("sysfs root is empty"))
+		bad("SysfsRoot", "sysfs root", "is empty")
 	}
 	switch c.Fabric {
 	case FabricAuto, FabricRail, FabricFlat:
 	default:
-		errs = append(errs, fmt.Errorf("fabric %q is not one of %q, %q, %q", c.Fabric, FabricAuto, FabricRail, FabricFlat))
+		bad("Fabric", "fabric", "must be %s, %s or %s, got %q", FabricAuto, FabricRail, FabricFlat, c.Fabric)
 	}
 	if c.IBTrafficClass < -1 || c.IBTrafficClass > 255 {
-		errs = append(errs, fmt.Errorf("IB traffic class must be 0-255 (or -1 for unset), got %d", c.IBTrafficClass))
+		bad("IBTrafficClass", "IB traffic class", "must be 0-255 (or -1 to leave it unset), got %d", c.IBTrafficClass)
 	}
 	if c.IBServiceLevel < -1 || c.IBServiceLevel > 15 {
-		errs = append(errs, fmt.Errorf("IB service level must be 0-15 (or -1 for unset), got %d", c.IBServiceLevel))
+		bad("IBServiceLevel", "IB service level", "must be 0-15 (or -1 to leave it unset), got %d", c.IBServiceLevel)
 	}
 	if err := c.Cost.Validate(); err != nil {
 		errs = append(errs, err)

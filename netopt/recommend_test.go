@@ -317,7 +317,7 @@ func TestTuneDetectsAndRecommends(t *testing.T) {
 	}
 	cfg := f.config()
 	cfg.IBServiceLevel = 16
-	if _, err := Tune(context.Background(), cfg); err == nil || err.Error() != "netopt config: IB service level must be 0-15 (or -1 for unset), got 16" {
+	if _, err := Tune(context.Background(), cfg); err == nil || err.Error() != "netopt config: IB service level must be 0-15 (or -1 to leave it unset), got 16" {
 		t.Errorf("got %v", err)
 	}
 }

@@ -7,6 +7,42 @@ import (
 	"strings"
 )
 
+// Format is a file format the settings of a node are written in.
+type Format string
+
+const (
+	// FormatEnv is KEY=VALUE lines (WriteEnvFile).
+	FormatEnv Format = "env"
+	// FormatConf is the file NCCL reads from NCCL_CONF_FILE (WriteConfFile).
+	FormatConf Format = "conf"
+	// FormatXML is an NCCL topology file for NCCL_TOPO_FILE (WriteTopologyXML).
+	FormatXML Format = "xml"
+)
+
+// Validate reports a format that is none of the constants, as a
+// *FieldError of field "Format".
+func (f Format) Validate() error {
+	switch f {
+	case FormatEnv, FormatConf, FormatXML:
+		return nil
+	}
+	return &FieldError{Field: "Format", Name: "format", Problem: fmt.Sprintf("must be %s, %s or %s, got %q", FormatEnv, FormatConf, FormatXML, f)}
+}
+
+// Write writes s in format f; FormatXML writes h's topology instead, the
+// file NCCL reads beside the settings.
+func (f Format) Write(w io.Writer, h *Host, s Settings) error {
+	switch f {
+	case FormatConf:
+		return WriteConfFile(w, s)
+	case FormatXML:
+		return WriteTopologyXML(w, h)
+	case FormatEnv:
+		return WriteEnvFile(w, s)
+	}
+	return f.Validate()
+}
+
 // WriteEnvFile writes s as KEY=VALUE lines with the reasons and warnings as
 // comments: the format of docker --env-file, systemd EnvironmentFile and
 // kubectl create configmap --from-env-file. No value needs quoting.

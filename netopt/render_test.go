@@ -143,3 +143,41 @@ func TestWriteTopologyXMLOfAnHGXIsWellFormed(t *testing.T) {
 		t.Errorf("elements (-want +got):\n%s", diff)
 	}
 }
+
+func TestFormatWritesItsFile(t *testing.T) {
+	h := &Host{}
+	for _, tt := range []struct {
+		format Format
+		write  func(io.Writer) error
+	}{
+		{FormatEnv, func(w io.Writer) error { return WriteEnvFile(w, sample) }},
+		{FormatConf, func(w io.Writer) error { return WriteConfFile(w, sample) }},
+		{FormatXML, func(w io.Writer) error { return WriteTopologyXML(w, h) }},
+	} {
+		if err := tt.format.Validate(); err != nil {
+			t.Errorf("%s: %v", tt.format, err)
+		}
+		var got, want strings.Builder
+		if err := tt.format.Write(&got, h, sample); err != nil {
+			t.Fatal(err)
+		}
+		if err := tt.write(&want); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Errorf("%s wrote:\n%s\nwant:\n%s", tt.format, got.String(), want.String())
+		}
+	}
+}
+
+func TestFormatRejectsAnUnknownOne(t *testing.T) {
+	const want = `format must be env, conf or xml, got "yaml"`
+	var fe *FieldError
+	if err := Format("yaml").Validate(); !errors.As(err, &fe) || fe.Field != "Format" || err.Error() != want {
+		t.Errorf("Validate = %v, want the *FieldError %q", err, want)
+	}
+	var b strings.Builder
+	if err := Format("yaml").Write(&b, &Host{}, sample); err == nil || err.Error() != want || b.Len() != 0 {
+		t.Errorf("Write = %v after %q, want %q and nothing written", err, b.String(), want)
+	}
+}

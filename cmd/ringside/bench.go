@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -33,9 +31,7 @@ func newBenchRendezvousCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printResult(asJSON, res, fmt.Sprintf(
-				"%d members: every member held the full generation %.3fs after the last join (settle window %.3fs, %.3fs beyond it); %d generations, %d etcd puts, %d txns",
-				res.Members, res.JoinToCommitS, res.SettleS, res.JoinToCommitS-res.SettleS, res.Generations, res.EtcdPuts, res.EtcdTxns))
+			return bench.WriteResult(cmd.OutOrStdout(), res, asJSON)
 		},
 	}
 	f := cmd.Flags()
@@ -48,20 +44,6 @@ func newBenchRendezvousCmd() *cobra.Command {
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up after this long")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON line")
 	return cmd
-}
-
-// printResult prints res as a JSON line, or human when asJSON is false.
-func printResult(asJSON bool, res any, human string) error {
-	if !asJSON {
-		fmt.Println(human)
-		return nil
-	}
-	b, err := json.Marshal(res)
-	if err != nil {
-		return err
-	}
-	fmt.Println(string(b))
-	return nil
 }
 
 func newBenchDetectCmd() *cobra.Command {
@@ -83,9 +65,7 @@ without it. A new member replaces each victim.`,
 			if err != nil {
 				return err
 			}
-			return printResult(asJSON, res, fmt.Sprintf(
-				"%d members, %d kills: detected p50 %.3fs p95 %.3fs, committed p50 %.3fs p95 %.3fs; %d false positives; one sidecar idles at %.1f MiB RSS, %.2f%% CPU",
-				res.Members, res.Kills, res.DetectP50S, res.DetectP95S, res.CommitP50S, res.CommitP95S, res.FalsePositives, res.SidecarRSSMiB, res.SidecarCPUPct))
+			return bench.WriteResult(cmd.OutOrStdout(), res, asJSON)
 		},
 	}
 	f := cmd.Flags()
@@ -125,9 +105,7 @@ mode through ringside.elastic.run, in restart mode (--mode restart) under
 			if err != nil {
 				return err
 			}
-			return printResult(asJSON, res, fmt.Sprintf(
-				"%d workers, %d x %s: resumed p50 %.3fs p95 %.3fs; join to train p50 %.3fs; drain lost %d steps",
-				res.Workers, res.Kills, res.Fault, res.KillToResumeP50S, res.KillToResumeP95S, res.JoinToTrainP50S, res.DrainLostSteps))
+			return bench.WriteResult(cmd.OutOrStdout(), res, asJSON)
 		},
 	}
 	f := cmd.Flags()
@@ -175,9 +153,7 @@ sample_goodput weighs each step by the world size it ran at.`,
 			if err != nil {
 				return err
 			}
-			return printResult(asJSON, res, fmt.Sprintf(
-				"%d workers, %d x %s in %.0fs: goodput %.3f (%d useful of %.0f undisturbed steps), sample goodput %.3f; stall p50 %.3fs, max %.3fs",
-				res.Workers, res.Faults, res.Fault, res.DurationS, res.Goodput, res.UsefulSteps, res.ExpectedSteps, res.SampleGoodput, res.StallP50S, res.StallMaxS))
+			return bench.WriteResult(cmd.OutOrStdout(), res, asJSON)
 		},
 	}
 	trainerFlags(cmd, &cfg.TrainerSpec)

@@ -5,16 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
-	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/netopt"
 )
 
@@ -74,9 +69,9 @@ listed as warnings.`,
 				return fmt.Errorf("detect: %w", err)
 			}
 			if asJSON {
-				return netoptWriteJSON(cmd.OutOrStdout(), h)
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(h)
 			}
-			return netoptPrintHost(cmd.OutOrStdout(), h)
+			return netopt.WriteHostReport(cmd.OutOrStdout(), h)
 		},
 	}
 	paths.register(cmd)
@@ -109,8 +104,9 @@ mixed link speeds, files that could not be read) go to stderr too.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := paths.config()
 			cfg.Fabric, cfg.IBTrafficClass, cfg.IBServiceLevel = netopt.Fabric(fabric), tc, sl
-			if err := netoptCheckEnvFlags(format, cfg); err != nil {
-				return err
+			out := netopt.Format(format)
+			if err := errors.Join(out.Validate(), cfg.Validate()); err != nil {
+				return netoptFlagErrors(err, netoptEnvFlags)
 			}
 			h, err := netopt.Detect(cmd.Context(), cfg)
 			if err != nil {
@@ -120,56 +116,43 @@ mixed link speeds, files that could not be read) go to stderr too.`,
 			for _, w := range s.Warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 			}
-			switch format {
-			case "conf":
-				return netopt.WriteConfFile(cmd.OutOrStdout(), s)
-			case "xml":
-				return netopt.WriteTopologyXML(cmd.OutOrStdout(), h)
-			default:
-				return netopt.WriteEnvFile(cmd.OutOrStdout(), s)
-			}
+			return out.Write(cmd.OutOrStdout(), h, s)
 		},
 	}
 	paths.register(cmd)
-	cmd.Flags().StringVar(&format, "format", "env", "output format: env, conf or xml")
+	cmd.Flags().StringVar(&format, "format", string(netopt.FormatEnv), "output format: env, conf or xml")
 	cmd.Flags().StringVar(&fabric, "fabric", string(netopt.FabricAuto), "how the RDMA NICs are cabled: auto, rail (NIC i of every node on leaf i) or flat")
 	cmd.Flags().IntVar(&tc, "ib-tc", -1, "set NCCL_IB_TC to this traffic class (0-255); -1 leaves it unset")
 	cmd.Flags().IntVar(&sl, "ib-sl", -1, "set NCCL_IB_SL to this service level (0-15); -1 leaves it unset")
 	return cmd
 }
 
-// netoptCheckEnvFlags names the flag that is wrong.
-func netoptCheckEnvFlags(format string, cfg netopt.Config) error {
-	var errs []error
-	switch format {
-	case "env", "conf", "xml":
-	default:
-		errs = append(errs, fmt.Errorf("--format must be env, conf or xml, got %q", format))
-	}
-	switch cfg.Fabric {
-	case netopt.FabricAuto, netopt.FabricRail, netopt.FabricFlat:
-	default:
-		errs = append(errs, fmt.Errorf("--fabric must be auto, rail or flat, got %q", cfg.Fabric))
-	}
-	if cfg.IBTrafficClass < -1 || cfg.IBTrafficClass > 255 {
-		errs = append(errs, fmt.Errorf("--ib-tc must be 0-255 (or -1 to leave it unset), got %d", cfg.IBTrafficClass))
-	}
-	if cfg.IBServiceLevel < -1 || cfg.IBServiceLevel > 15 {
-		errs = append(errs, fmt.Errorf("--ib-sl must be 0-15 (or -1 to leave it unset), got %d", cfg.IBServiceLevel))
-	}
-	return errors.Join(errs...)
+// netoptEnvFlags names the flag of env that sets each netopt field.
+var netoptEnvFlags = map[string]string{
+	"Format":         "--format",
+	"SysfsRoot":      "--sysfs-root",
+	"Fabric":         "--fabric",
+	"IBTrafficClass": "--ib-tc",
+	"IBServiceLevel": "--ib-sl",
 }
 
-// netoptPlanResult is the one-line JSON of `netopt plan --json`.
-type netoptPlanResult struct {
-	Members  int                 `json:"members"`
-	Levels   []netopt.LevelStats `json:"levels"`
-	PlanMS   float64             `json:"plan_ms"`
-	Modelled struct {
-		Planned float64 `json:"planned"`
-		Given   float64 `json:"given"`
-	} `json:"modelled_allreduce_s"`
-	Order []string `json:"order,omitempty"`
+// netoptFlagErrors rewrites the *netopt.FieldErrors in err (one error or
+// a join of them) to name the flag that set the field instead of the field.
+func netoptFlagErrors(err error, flags map[string]string) error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var errs []error
+		for _, e := range j.Unwrap() {
+			errs = append(errs, netoptFlagErrors(e, flags))
+		}
+		return errors.Join(errs...)
+	}
+	var fe *netopt.FieldError
+	if errors.As(err, &fe) {
+		if flag, ok := flags[fe.Field]; ok {
+			return fmt.Errorf("%s %s", flag, fe.Problem)
+		}
+	}
+	return err
 }
 
 func newNetoptPlanCmd() *cobra.Command {
@@ -209,22 +192,11 @@ With --json it prints one line:
 			if err != nil {
 				return err
 			}
-			given := netopt.Members(cluster)
-			start := time.Now()
-			planned := netopt.NewOrderer().Order(nil, given)
-			elapsed := time.Since(start)
+			plan := netopt.PlanCluster(cluster, model)
 			if asJSON {
-				r := netoptPlanResult{Members: len(planned), Levels: netopt.RingLevels(planned), PlanMS: netoptRound(elapsed.Seconds()*1000, 3)}
-				r.Modelled.Planned = netoptRound(model.AllReduce(planned).Seconds, 6)
-				r.Modelled.Given = netoptRound(model.AllReduce(given).Seconds, 6)
-				if withOrder {
-					for _, m := range planned {
-						r.Order = append(r.Order, m.ID)
-					}
-				}
-				return netoptWriteJSON(cmd.OutOrStdout(), r)
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(plan.Summary(withOrder))
 			}
-			return netoptPrintPlan(cmd.OutOrStdout(), model, given, planned, elapsed)
+			return plan.WriteText(cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().StringVar(&clusterFile, "cluster", "", "cluster file (JSON array of members); - reads stdin")
@@ -274,7 +246,7 @@ joined in random order.`,
 			if err != nil {
 				return fmt.Errorf("gen-cluster: %w", err)
 			}
-			return netoptWriteCluster(cmd.OutOrStdout(), cluster)
+			return netopt.WriteCluster(cmd.OutOrStdout(), cluster)
 		},
 	}
 	cmd.Flags().IntVar(&spec.Members, "members", spec.Members, "number of members (hosts)")
@@ -283,166 +255,4 @@ joined in random order.`,
 	cmd.Flags().IntVar(&spec.Slots, "slots", spec.Slots, "ranks per member")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the shuffle")
 	return cmd
-}
-
-// netoptWriteCluster writes one member per line, so the file diffs and greps well.
-func netoptWriteCluster(w io.Writer, cluster []netopt.ClusterMember) error {
-	var b strings.Builder
-	b.WriteString("[\n")
-	for i, m := range cluster {
-		line, err := json.Marshal(m)
-		if err != nil {
-			return fmt.Errorf("encode member: %w", err)
-		}
-		b.Write(line)
-		if i < len(cluster)-1 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('\n')
-	}
-	b.WriteString("]\n")
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func netoptWriteJSON(w io.Writer, v any) error {
-	line, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("encode json: %w", err)
-	}
-	_, err = fmt.Fprintf(w, "%s\n", line)
-	return err
-}
-
-func netoptRound(x float64, digits int) float64 {
-	p := math.Pow(10, float64(digits))
-	return math.Round(x*p) / p
-}
-
-// netoptPrintPlan writes the human-readable plan.
-func netoptPrintPlan(w io.Writer, model netopt.CostModel, given, planned []record.MemberInfo, elapsed time.Duration) error {
-	p, g := model.AllReduce(planned), model.AllReduce(given)
-	fmt.Fprintf(w, "planned a ring of %d members (%d ranks) in %.3f ms\n\n", len(planned), p.Ranks, elapsed.Seconds()*1000)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "level\tdomains\tcross edges planned\tcross edges given")
-	gl := netopt.RingLevels(given)
-	for i, l := range netopt.RingLevels(planned) {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\n", l.Level, l.Domains, l.CrossEdges, gl[i].CrossEdges)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "\nmodelled all-reduce of %s (alpha-beta; the slowest edge paces the ring):\n", netoptBytes(model.Bytes))
-	for _, e := range []struct {
-		name string
-		est  netopt.Estimate
-	}{{"planned", p}, {"given", g}} {
-		fmt.Fprintf(w, "  %-8s %.6f s  (bandwidth %.6f s at %.4g GB/s, latency %.6f s at %.1f us per step; slowest edge %s)\n",
-			e.name, e.est.Seconds, e.est.BandwidthSeconds, e.est.MinBandwidth/1e9, e.est.LatencySeconds, e.est.MaxLatency*1e6, e.est.Bottleneck)
-	}
-	fmt.Fprintln(w, "\nring order:")
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  first rank\tid\tslots\ttopology")
-	rank := 0
-	for _, m := range planned {
-		fmt.Fprintf(tw, "  %d\t%s\t%d\t%s\n", rank, m.ID, m.Slots, strings.Join(m.Topology, "/"))
-		rank += m.Slots
-	}
-	return tw.Flush()
-}
-
-func netoptBytes(b float64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	i := 0
-	for b >= 1024 && i < len(units)-1 {
-		b /= 1024
-		i++
-	}
-	return fmt.Sprintf("%.4g %s", b, units[i])
-}
-
-// netoptPrintHost writes the human-readable detection report.
-func netoptPrintHost(w io.Writer, h *netopt.Host) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "GPUs: %d\tNVSwitches: %d\n", len(h.GPUs), len(h.NVSwitches))
-	for i, g := range h.GPUs {
-		fmt.Fprintf(tw, "  GPU%d\t%s\tNUMA %d\n", i, g.Addr, g.NUMANode)
-	}
-	fmt.Fprintln(tw, "NUMA nodes:")
-	if len(h.NUMANodes) == 0 {
-		fmt.Fprintln(tw, "  none shown")
-	}
-	for _, n := range h.NUMANodes {
-		fmt.Fprintf(tw, "  node%d\tcpus %s\n", n.ID, n.CPUList)
-	}
-	fmt.Fprintln(tw, "Interfaces:")
-	for _, ifc := range h.Interfaces {
-		dev := ifc.PCIAddr
-		if ifc.Virtual {
-			dev = "virtual"
-		}
-		speed := "-"
-		if ifc.SpeedMbps > 0 {
-			speed = fmt.Sprintf("%d Mb/s", ifc.SpeedMbps)
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\ttype %d\t%s\n", ifc.Name, ifc.OperState, speed, ifc.Type, dev)
-	}
-	fmt.Fprintln(tw, "RDMA ports:")
-	if len(h.RDMA) == 0 {
-		fmt.Fprintln(tw, "  none")
-	}
-	for _, d := range h.RDMA {
-		for _, p := range d.Ports {
-			fmt.Fprintf(tw, "  %s:%d\t%s\t%g Gb/s\t%s\t%s\n", d.Name, p.Port, p.State, p.RateGbps, p.LinkLayer, d.PCIAddr)
-			for _, g := range p.GIDs {
-				if g.IPv4 != "" {
-					fmt.Fprintf(tw, "    GID %d\t%s\t%s\t%s\t\n", g.Index, g.Type, g.IPv4, g.NetDev)
-				}
-			}
-		}
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if len(h.GPUs) > 0 && len(h.RDMA) > 0 {
-		netoptPrintPaths(w, h)
-	}
-	peer := h.PeerMemory
-	if peer == "" {
-		peer = "none"
-	}
-	devIB := "absent"
-	if h.DevInfiniband {
-		devIB = "present"
-	}
-	fmt.Fprintf(w, "Peer memory: %s\n/dev/infiniband: %s\n", peer, devIB)
-	if len(h.Warnings) > 0 {
-		fmt.Fprintln(w, "Warnings:")
-		for _, warning := range h.Warnings {
-			fmt.Fprintf(w, "  - %s\n", warning)
-		}
-	}
-	return nil
-}
-
-// netoptPrintPaths prints GPU rows by NIC columns, as nvidia-smi topo -m does.
-func netoptPrintPaths(w io.Writer, h *netopt.Host) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprint(tw, "GPU-NIC paths:")
-	for _, d := range h.RDMA {
-		fmt.Fprintf(tw, "\t%s", d.Name)
-	}
-	fmt.Fprintln(tw)
-	path := map[[2]string]netopt.PathType{}
-	for _, p := range h.Paths {
-		path[[2]string{p.GPU, p.NIC}] = p.Path
-	}
-	for i, g := range h.GPUs {
-		fmt.Fprintf(tw, "  GPU%d", i)
-		for _, d := range h.RDMA {
-			fmt.Fprintf(tw, "\t%s", path[[2]string{g.Addr, d.Name}])
-		}
-		fmt.Fprintln(tw)
-	}
-	_ = tw.Flush()
 }

@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -131,9 +129,9 @@ func runStatus(ctx context.Context, out io.Writer, o statusOptions) error {
 		}
 		return err
 	}
-	p := newStatusPrinter(out, o.asJSON)
+	p := jobstatus.NewPrinter(out, o.asJSON)
 	if o.once {
-		return p.once(s)
+		return p.Once(s)
 	}
 	return o.follow(ctx, client, p, s)
 }
@@ -174,83 +172,20 @@ func (o statusOptions) read(ctx context.Context, client *clientv3.Client) (jobst
 	return s, fmt.Errorf("etcd at %s: %w", strings.Join(o.endpoints, ","), err)
 }
 
-// follow refreshes every interval and whenever the generation key changes,
-// until ctx ends.
-func (o statusOptions) follow(ctx context.Context, client *clientv3.Client, p *statusPrinter, s jobstatus.Snapshot) error {
-	if err := p.show(s, nil); err != nil {
+// follow shows s, then a snapshot every interval and whenever the
+// generation changes, until ctx ends.
+func (o statusOptions) follow(ctx context.Context, client *clientv3.Client, p *jobstatus.Printer, s jobstatus.Snapshot) error {
+	if err := p.Show(s, nil); err != nil {
 		return err
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	prefix := coordinator.DefaultConfig(o.namespace, o.job).Prefix()
-	gens := client.Watch(wctx, prefix+"generation", clientv3.WithRev(s.Revision+1))
-	tick := time.NewTicker(o.interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		case _, open := <-gens:
-			if !open {
-				gens = nil // the watch gave up (compaction); the ticker still refreshes
-			}
-		}
+	return jobstatus.Follow(ctx, client, o.namespace, o.job, s.Revision, o.interval, func() error {
 		s, err := o.read(ctx, client)
 		if ctx.Err() != nil {
-			return nil
+			return nil // Follow returns too
 		}
-		if err := p.show(s, err); err != nil {
-			return err
+		if err != nil {
+			slog.Warn("status read failed; retrying", "err", err)
 		}
-	}
-}
-
-// statusPrinter writes snapshots in one of three ways: JSON lines, a view
-// redrawn in place on a terminal, or the changed snapshots as plain text.
-type statusPrinter struct {
-	out    io.Writer
-	asJSON bool
-	live   bool
-	prev   *jobstatus.Snapshot
-}
-
-func newStatusPrinter(out io.Writer, asJSON bool) *statusPrinter {
-	f, isFile := out.(*os.File)
-	return &statusPrinter{out: out, asJSON: asJSON, live: isFile && jobstatus.IsTerminal(f)}
-}
-
-func (p *statusPrinter) once(s jobstatus.Snapshot) error {
-	if p.asJSON {
-		return json.NewEncoder(p.out).Encode(s)
-	}
-	return jobstatus.Render(p.out, s, jobstatus.RenderOptions{})
-}
-
-// show prints s, or reports a failed read (err) while keeping the last
-// snapshot on screen.
-func (p *statusPrinter) show(s jobstatus.Snapshot, err error) error {
-	if err != nil {
-		slog.Warn("status read failed; retrying", "err", err)
-		if p.live && p.prev != nil && !p.asJSON {
-			note := fmt.Sprintf("read failed at %s, showing the last snapshot: %v", time.Now().Format("15:04:05"), err)
-			return jobstatus.RenderLive(p.out, *p.prev, jobstatus.RenderOptions{Notes: []string{note}})
-		}
-		return nil
-	}
-	changed := p.prev == nil || jobstatus.Changed(*p.prev, s)
-	p.prev = &s
-	switch {
-	case p.asJSON:
-		return json.NewEncoder(p.out).Encode(s)
-	case p.live:
-		return jobstatus.RenderLive(p.out, s, jobstatus.RenderOptions{})
-	case changed:
-		if err := jobstatus.Render(p.out, s, jobstatus.RenderOptions{}); err != nil {
-			return err
-		}
-		_, err := fmt.Fprintln(p.out)
-		return err
-	}
-	return nil
+		return p.Show(s, err)
+	})
 }

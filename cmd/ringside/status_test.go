@@ -141,26 +141,6 @@ func TestStatusRefreshesAtOnceOnANewGeneration(t *testing.T) {
 	}
 }
 
-func TestStatusPrintsOnlyChangesWhenNotATerminal(t *testing.T) {
-	var out bytes.Buffer
-	p := newStatusPrinter(&out, false)
-	s := jobstatus.Snapshot{Job: "llama", Namespace: "default", Generation: 1, WorldSize: 1,
-		Members: []jobstatus.Member{{ID: "w0", Addr: "10.0.0.10", Slots: 1, State: record.StateActive}}}
-	progressed := s
-	progressed.Members = []jobstatus.Member{s.Members[0]}
-	progressed.Members[0].Step = 100
-	next := progressed
-	next.Generation = 2
-	for _, snap := range []jobstatus.Snapshot{s, progressed, progressed, next} {
-		if err := p.show(snap, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := strings.Count(out.String(), "job default/llama"); got != 2 {
-		t.Fatalf("printed %d snapshots, want 2 (the first and the new generation):\n%s", got, out.String())
-	}
-}
-
 func TestStatusErrorsSayWhatIsWrong(t *testing.T) {
 	t.Setenv("RINGSIDE_JOB", "")
 	tests := []struct {

@@ -10,4 +10,7 @@
 //
 // Render prints a Snapshot as a compact table; RenderLive redraws it in
 // place on a terminal. `ringside status` and the demo both use them.
+// Printer picks among JSON lines, the live view and the changed snapshots
+// for a view that refreshes, and Follow refreshes it: on a ticker, and at
+// once when the job commits a generation.
 package jobstatus

@@ -56,8 +56,12 @@ func pythonCommand(cmd []string) (interp, target []string, ok bool) {
 // spare is a warm process waiting for its environment.
 type spare struct {
 	p     *proc
-	ready chan struct{} // closed once its imports are done (or it exited)
-	start func(env []string) error
+	ready chan struct{} // closed once its imports are done or failed; imported is set then
+	// imported: it wrote the ready byte, so every preloaded module imported
+	// and it waits on stdin. Without the byte (EOF on fd 3) an import
+	// failed and it exits, or exited, with warm.py's 3.
+	imported bool
+	start    func(env []string) error
 }
 
 // startSpare starts a warm process for slot; env is its environment until
@@ -84,13 +88,14 @@ func startSpare(cfg Config, interp, target []string, env []string) (*spare, erro
 		readyR.Close()
 		return nil, err
 	}
-	ready := make(chan struct{})
+	s := &spare{p: p, ready: make(chan struct{})}
 	go func() {
-		readyR.Read(make([]byte, 1)) // a byte, or EOF when it exited
+		n, _ := readyR.Read(make([]byte, 1)) // a byte once imported, EOF when it exits first
 		readyR.Close()
-		close(ready)
+		s.imported = n == 1
+		close(s.ready)
 	}()
-	return &spare{p: p, ready: ready, start: func(env []string) error {
+	s.start = func(env []string) error {
 		defer stdin.Close()
 		line, err := json.Marshal(struct {
 			Env    []string `json:"env"`
@@ -103,7 +108,8 @@ func startSpare(cfg Config, interp, target []string, env []string) (*spare, erro
 			return fmt.Errorf("warm process %d: %w", cmd.Process.Pid, err)
 		}
 		return nil
-	}}, nil
+	}
+	return s, nil
 }
 
 // startSpares starts a warm process per slot of gen (their environment is
@@ -141,13 +147,32 @@ func (r *runner) warmUp(ctx context.Context) {
 	}
 }
 
-// takeSpare returns slot's warm process, nil when there is none alive.
+// takeSpare returns slot's warm process, nil when there is none that
+// imported the preloaded modules and is alive.
+//
+// It waits for the outcome of the imports (at most StartTimeout): the
+// command handed to a process whose import then fails would fail with
+// it, and a process's death cannot be told from its exit having not been
+// reaped yet (the handover write into its stdin pipe can still succeed).
+// Waiting costs nothing against a cold start, which imports the same.
 func (r *runner) takeSpare(slot int) *spare {
 	if slot >= len(r.spares) || r.spares[slot] == nil {
 		return nil
 	}
 	s := r.spares[slot]
 	r.spares[slot] = nil
+	select {
+	case <-s.ready:
+	case <-time.After(r.cfg.StartTimeout):
+		r.log.Warn("the warm process is still importing; starting cold", "waited", r.cfg.StartTimeout)
+		s.p.kill()
+		return nil
+	}
+	if !s.imported {
+		s.p.kill()
+		r.log.Warn("the warm process could not import the preloaded modules; starting cold", "modules", strings.Join(r.cfg.Preload, ","), "exit_code", s.p.code)
+		return nil
+	}
 	select {
 	case <-s.p.done:
 		r.log.Warn("a warm process had exited; starting cold", "exit_code", s.p.code)
