@@ -73,8 +73,10 @@ func (m MemberInfo) Validate() error {
 // Order returns every member of survivors and newcomers exactly once.
 // survivors are given in their current ring order and must keep that relative
 // order (stable ranks); newcomers are given in join order and may be placed
-// anywhere. The coordinator checks the result and falls back to
-// TopologyOrderer if an implementation breaks the contract.
+// anywhere. netopt.Orderer is the implementation (topology-aware). The
+// coordinator checks the result; without an orderer, or when one breaks
+// the contract, survivors keep their order and newcomers follow in join
+// order.
 type RingOrderer interface {
 	Order(survivors, newcomers []MemberInfo) []MemberInfo
 }

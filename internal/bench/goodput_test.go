@@ -100,7 +100,7 @@ func TestTrainerSpecRefusesWhatCannotRun(t *testing.T) {
 
 func TestTrainerSpecCommands(t *testing.T) {
 	dir := t.TempDir()
-	spec := TrainerSpec{Trainer: "pytorch", Mode: "live", Python: "/bin/true", Script: "../examples/pytorch/train.py",
+	spec := TrainerSpec{Trainer: "pytorch", Mode: "live", Python: "/bin/true", Script: "../../examples/pytorch/train.py",
 		StepTime: 20 * time.Millisecond}
 	live, err := spec.command(dir)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/netopt"
 )
 
 // RendezvousConfig sizes the rendezvous benchmark.
@@ -74,6 +75,7 @@ func Rendezvous(ctx context.Context, cfg RendezvousConfig, progress io.Writer) (
 	jcfg := coordinator.DefaultConfig("bench", "rendezvous")
 	jcfg.Settle, jcfg.TTL = cfg.Settle, cfg.TTL
 	jcfg.MaxSettle = max(jcfg.MaxSettle, cfg.Settle)
+	jcfg.Orderer = netopt.NewOrderer() // the orderer the sidecar runs
 	jcfg.Logger = slog.New(slog.NewTextHandler(progress, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var jobs []*coordinator.Job
 	for range cfg.Clients {
