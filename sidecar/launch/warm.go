@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ringside/ringside/sidecar"
@@ -55,7 +54,7 @@ func pythonCommand(cmd []string) (interp, target []string, ok bool) {
 
 // spare is a warm process waiting for its environment.
 type spare struct {
-	p     *proc
+	p     *Process
 	ready chan struct{} // closed once its imports are done (or it exited)
 	start func(env []string) error
 }
@@ -68,7 +67,6 @@ func startSpare(cfg Config, interp, target []string, env []string) (*spare, erro
 	cmd := exec.Command(interp[0], args...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = cfg.Stdout, cfg.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -78,7 +76,7 @@ func startSpare(cfg Config, interp, target []string, env []string) (*spare, erro
 		return nil, err
 	}
 	cmd.ExtraFiles = []*os.File{readyW} // fd 3: a byte once imported
-	p, err := startProc(cmd)
+	p, err := StartProcess(cmd)
 	readyW.Close()
 	if err != nil {
 		readyR.Close()
@@ -149,8 +147,8 @@ func (r *runner) takeSpare(slot int) *spare {
 	s := r.spares[slot]
 	r.spares[slot] = nil
 	select {
-	case <-s.p.done:
-		r.log.Warn("a warm process had exited; starting cold", "exit_code", s.p.code)
+	case <-s.p.Done():
+		r.log.Warn("a warm process had exited; starting cold", "exit_code", s.p.ExitCode())
 		return nil
 	default:
 		return s
@@ -161,7 +159,7 @@ func (r *runner) takeSpare(slot int) *spare {
 func (r *runner) stopSpares() {
 	for _, s := range r.spares {
 		if s != nil {
-			s.p.kill()
+			s.p.Kill()
 		}
 	}
 	r.spares = nil

@@ -1,0 +1,84 @@
+package launch_test
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/ringside/ringside/sidecar/launch"
+)
+
+func TestProcessExitCode(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script string
+		want   int
+	}{
+		{"its own exit code", "exit 3", 3},
+		{"128+N after signal N", "kill -9 $$", 137},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := launch.StartProcess(exec.Command("sh", "-c", tc.script))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.ExitCode(); got != tc.want {
+				t.Errorf("ExitCode = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestProcessStopReachesTheWholeGroup(t *testing.T) {
+	// The shell's child inherits the pipe: it reads EOF only once both
+	// ended.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd := exec.Command("sh", "-c", "sleep 60 & echo started; wait")
+	cmd.Stdout = w
+	p, err := launch.StartProcess(cmd)
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.SetReadDeadline(time.Now().Add(20 * time.Second))
+	out := bufio.NewReader(r)
+	if _, err := out.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	p.Stop(10 * time.Second)
+	if _, err := io.ReadAll(out); err != nil {
+		t.Fatalf("the shell's child outlived Stop: %v", err)
+	}
+	if got := p.ExitCode(); got != 128+15 {
+		t.Errorf("ExitCode = %d, want 143 (SIGTERM)", got)
+	}
+}
+
+func TestProcessStopKillsWhatIgnoresSIGTERM(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd := exec.Command("sh", "-c", `trap "" TERM; echo ready; while :; do sleep 1; done`)
+	cmd.Stdout = w
+	p, err := launch.StartProcess(cmd)
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bufio.NewReader(r).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	p.Stop(100 * time.Millisecond)
+	if got := p.ExitCode(); got != 128+9 {
+		t.Errorf("ExitCode = %d, want 137 (SIGKILL after the grace)", got)
+	}
+}
