@@ -17,6 +17,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
 	"github.com/ringside/ringside/coordinator/jobstatus"
@@ -38,7 +39,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		noTorch = fmt.Sprintf("%s cannot import torch.distributed (%v: %s): install it with `apt-get install --no-install-recommends python3-torch` (make test does)",
 			python, err, lastLine(out))
-		os.Exit(m.Run())
+		goleak.VerifyTestMain(m)
 	}
 	os.Exit(testbin.WithRingside(m, &ringsideBin))
 }
