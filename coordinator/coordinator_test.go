@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/testbin"
 )
 
 func TestJoinOfNMembersCommitsOneGenerationWithAll(t *testing.T) {
@@ -300,8 +301,8 @@ func TestEtcdRestartCausesNoSpuriousGeneration(t *testing.T) {
 }
 
 func TestMalformedValuesAreReportedAndIgnored(t *testing.T) {
-	rec := &recorder{}
-	j, client := testJob(t, func(c *Config) { c.Logger = newRecorderLogger(rec) })
+	rec := &testbin.Buffer{}
+	j, client := testJob(t, func(c *Config) { c.Logger = warnLogger(rec) })
 	a := join(t, j, "a")
 	g := await(t, a, "a alone", hasIDs("a"))
 	ctx := context.Background()

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -113,24 +113,6 @@ func leaderOf(t *testing.T, ms ...*Member) *Member {
 	return nil
 }
 
-// recorder collects log records for assertions.
-type recorder struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.buf.Write(b)
-}
-
-func (r *recorder) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.buf.String()
-}
-
 func ids(prefix string, n int) []string {
 	out := make([]string, n)
 	for i := range out {
@@ -139,6 +121,7 @@ func ids(prefix string, n int) []string {
 	return out
 }
 
-func newRecorderLogger(r *recorder) *slog.Logger {
-	return slog.New(slog.NewTextHandler(r, &slog.HandlerOptions{Level: slog.LevelWarn}))
+// warnLogger logs warnings and errors to w, for tests that assert on them.
+func warnLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/ringside/ringside/internal/testbin"
 	"pgregory.net/rapid"
 )
 
@@ -158,8 +159,8 @@ func (brokenOrderer) Order(s, n []MemberInfo) []MemberInfo { return n }
 func TestPlanFallsBackWhenOrdererBreaksContract(t *testing.T) {
 	cfg := DefaultConfig("ns", "job")
 	cfg.Orderer = brokenOrderer{}
-	rec := &recorder{}
-	cfg.Logger = newRecorderLogger(rec)
+	rec := &testbin.Buffer{}
+	cfg.Logger = warnLogger(rec)
 	prev, _ := cfg.plan(nil, members("a", "b"))
 	next, _ := cfg.plan(prev, members("a", "b", "c"))
 	if diff := cmp.Diff([]string{"a", "b", "c"}, next.IDs()); diff != "" {

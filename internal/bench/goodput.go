@@ -111,13 +111,15 @@ func checkFault(fault, mode string) error {
 	return nil
 }
 
-// startJob starts the local job named name whose workers run the trainer,
-// with sidecars that batch joins for settle. stop closes the job and
-// removes its directory (unless LogDir keeps it).
-func (s TrainerSpec) startJob(ctx context.Context, name string, settle time.Duration) (job *localjob.Job, stop func(), err error) {
+// startTraining starts the local job named name, its sidecars batching
+// joins for settle, adds workers workers running the trainer, and waits
+// until all of them train together. stop closes the job and removes its
+// directory (unless LogDir keeps it).
+func (s TrainerSpec) startTraining(ctx context.Context, name string, workers int, settle time.Duration, progress io.Writer) (
+	job *localjob.Job, track *localjob.Tracker, stop func(), err error) {
 	dir, cleanup, err := s.jobDir(name)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	trainer, err := s.command(dir)
 	if err == nil {
@@ -126,9 +128,22 @@ func (s TrainerSpec) startJob(ctx context.Context, name string, settle time.Dura
 	}
 	if err != nil {
 		cleanup()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return job, func() { job.Close(); cleanup() }, nil
+	stop = func() { job.Close(); cleanup() }
+	track = localjob.NewTracker(job)
+	for range workers {
+		if _, err := job.AddWorker(ctx); err != nil {
+			stop()
+			return nil, nil, nil, err
+		}
+	}
+	fmt.Fprintf(progress, "%d workers started; waiting for all of them to train together\n", workers)
+	if _, err := track.AllStepAt(ctx, workers, time.Now()); err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	return job, track, stop, nil
 }
 
 func lastLine(s string) string {
@@ -222,22 +237,11 @@ func Goodput(ctx context.Context, cfg GoodputConfig, progress io.Writer) (Goodpu
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	job, stop, err := cfg.startJob(ctx, "goodput", cfg.Settle)
+	job, rec, stop, err := cfg.startTraining(ctx, "goodput", cfg.Workers, cfg.Settle, progress)
 	if err != nil {
 		return GoodputResult{}, err
 	}
 	defer stop()
-	rec := localjob.NewTracker(job)
-
-	for range cfg.Workers {
-		if _, err := job.AddWorker(ctx); err != nil {
-			return GoodputResult{}, err
-		}
-	}
-	fmt.Fprintf(progress, "%d workers started; waiting for all of them to train together\n", cfg.Workers)
-	if _, err := rec.AllStepAt(ctx, cfg.Workers, time.Now()); err != nil {
-		return GoodputResult{}, err
-	}
 
 	res := GoodputResult{Bench: "goodput", Trainer: cfg.Trainer, Mode: cfg.Mode, Fault: cfg.Fault, Workers: cfg.Workers,
 		DurationS: cfg.Duration.Seconds(), KillEveryS: cfg.KillEvery.Seconds()}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/ringside/ringside/internal/localjob"
 	"github.com/ringside/ringside/sidecar/quantile"
 )
 
@@ -66,22 +65,11 @@ func Recovery(ctx context.Context, cfg RecoveryConfig, progress io.Writer) (Reco
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	job, stop, err := cfg.startJob(ctx, "recovery", cfg.Settle)
+	job, w, stop, err := cfg.startTraining(ctx, "recovery", cfg.Workers, cfg.Settle, progress)
 	if err != nil {
 		return RecoveryResult{}, err
 	}
 	defer stop()
-	w := localjob.NewTracker(job)
-
-	for range cfg.Workers {
-		if _, err := job.AddWorker(ctx); err != nil {
-			return RecoveryResult{}, err
-		}
-	}
-	fmt.Fprintf(progress, "%d workers started; waiting for all of them to train together\n", cfg.Workers)
-	if _, err := w.AllStepAt(ctx, cfg.Workers, time.Now()); err != nil {
-		return RecoveryResult{}, err
-	}
 
 	res := RecoveryResult{Bench: "recovery", Trainer: cfg.Trainer, Mode: cfg.Mode, Fault: cfg.Fault, Workers: cfg.Workers,
 		Kills: cfg.Kills, SettleS: cfg.Settle.Seconds(), PauseS: cfg.Pause.Seconds()}

@@ -1,5 +1,5 @@
 // Package testbin builds the project's commands for tests that run them
-// as real processes.
+// as real processes, and collects what those print.
 package testbin
 
 import (
