@@ -2,6 +2,7 @@ package launch
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"syscall"
@@ -51,12 +52,18 @@ func (p *Process) ExitCode() int {
 	return p.code
 }
 
-// Signal sends sig to the process's group. Once the group is gone it
-// returns an error wrapping os.ErrProcessDone.
+// Signal sends sig to the process's group. Once the process has ended it
+// sends nothing and returns os.ErrProcessDone: its id may then belong to
+// another process.
 func (p *Process) Signal(sig syscall.Signal) error {
+	select {
+	case <-p.done:
+		return os.ErrProcessDone
+	default:
+	}
 	if err := syscall.Kill(-p.Pid(), sig); err != nil {
 		if errors.Is(err, syscall.ESRCH) {
-			return errors.Join(os.ErrProcessDone, err)
+			return fmt.Errorf("%w: %w", os.ErrProcessDone, err)
 		}
 		return err
 	}
@@ -72,12 +79,10 @@ func (p *Process) Kill() {
 // Stop sends SIGTERM to the process's group, SIGKILL after grace if the
 // process has not exited by then, and waits for its end.
 func (p *Process) Stop(grace time.Duration) {
-	select {
-	case <-p.done:
+	if err := p.Signal(syscall.SIGTERM); errors.Is(err, os.ErrProcessDone) {
+		<-p.done // it is gone, or will be at once
 		return
-	default:
 	}
-	p.Signal(syscall.SIGTERM) //nolint:errcheck // a group already gone has stopped
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {

@@ -2,9 +2,11 @@ package launch_test
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +29,9 @@ func TestProcessExitCode(t *testing.T) {
 			}
 			if got := p.ExitCode(); got != tc.want {
 				t.Errorf("ExitCode = %d, want %d", got, tc.want)
+			}
+			if err := p.Signal(syscall.SIGTERM); !errors.Is(err, os.ErrProcessDone) {
+				t.Errorf("Signal after the end = %v, want os.ErrProcessDone", err)
 			}
 		})
 	}
