@@ -37,26 +37,34 @@ func TestProcessExitCode(t *testing.T) {
 	}
 }
 
-func TestProcessStopReachesTheWholeGroup(t *testing.T) {
-	// The shell's child inherits the pipe: it reads EOF only once both
-	// ended.
+// startReady starts script in sh with its stdout on a pipe that every
+// process of its group inherits, and returns once the script printed its
+// first line; the pipe then reaches EOF once all of them ended.
+func startReady(t *testing.T, script string) (*launch.Process, *bufio.Reader) {
+	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	cmd := exec.Command("sh", "-c", "sleep 60 & echo started; wait")
+	t.Cleanup(func() { r.Close() })
+	cmd := exec.Command("sh", "-c", script)
 	cmd.Stdout = w
 	p, err := launch.StartProcess(cmd)
 	w.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(p.Kill)
 	r.SetReadDeadline(time.Now().Add(20 * time.Second))
 	out := bufio.NewReader(r)
 	if _, err := out.ReadString('\n'); err != nil {
 		t.Fatal(err)
 	}
+	return p, out
+}
+
+func TestProcessStopReachesTheWholeGroup(t *testing.T) {
+	p, out := startReady(t, "sleep 60 & echo started; wait")
 	p.Stop(10 * time.Second)
 	if _, err := io.ReadAll(out); err != nil {
 		t.Fatalf("the shell's child outlived Stop: %v", err)
@@ -67,21 +75,7 @@ func TestProcessStopReachesTheWholeGroup(t *testing.T) {
 }
 
 func TestProcessStopKillsWhatIgnoresSIGTERM(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	cmd := exec.Command("sh", "-c", `trap "" TERM; echo ready; while :; do sleep 1; done`)
-	cmd.Stdout = w
-	p, err := launch.StartProcess(cmd)
-	w.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bufio.NewReader(r).ReadString('\n'); err != nil {
-		t.Fatal(err)
-	}
+	p, _ := startReady(t, `trap "" TERM; echo ready; while :; do sleep 1; done`)
 	p.Stop(100 * time.Millisecond)
 	if got := p.ExitCode(); got != 128+9 {
 		t.Errorf("ExitCode = %d, want 137 (SIGKILL after the grace)", got)
