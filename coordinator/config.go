@@ -45,7 +45,9 @@ type Config struct {
 	// the first ones of the ring, plus anyone while fewer campaign. 0 means
 	// every member campaigns.
 	Candidates int
-	// Orderer places newcomers in the ring; nil means TopologyOrderer.
+	// Orderer places newcomers in the ring (the sidecar sets
+	// netopt.Orderer); nil appends them, in join order, after the
+	// survivors.
 	Orderer RingOrderer
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger

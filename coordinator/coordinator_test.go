@@ -15,6 +15,7 @@ import (
 
 	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/testbin"
 )
 
 func TestJoinOfNMembersCommitsOneGenerationWithAll(t *testing.T) {
@@ -301,8 +302,8 @@ func TestEtcdRestartCausesNoSpuriousGeneration(t *testing.T) {
 }
 
 func TestMalformedValuesAreReportedAndIgnored(t *testing.T) {
-	rec := &recorder{}
-	j, client := testJob(t, func(c *Config) { c.Logger = newRecorderLogger(rec) })
+	rec := &testbin.Buffer{}
+	j, client := testJob(t, func(c *Config) { c.Logger = warnLogger(rec) })
 	a := join(t, j, "a")
 	g := await(t, a, "a alone", hasIDs("a"))
 	ctx := context.Background()

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,13 +18,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// etcd's server and the grpc-go stack keep a few process-wide
-		// goroutines after Close.
-		goleak.IgnoreAnyFunction("go.opencensus.io/stats/view.(*worker).start"),
-		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
-		goleak.IgnoreTopFunction("go.etcd.io/etcd/pkg/v3/schedule.(*fifo).run"),
-	)
+	goleak.VerifyTestMain(m)
 }
 
 // testJob starts an embedded etcd and a job on it with a fast config.
@@ -120,24 +114,6 @@ func leaderOf(t *testing.T, ms ...*Member) *Member {
 	return nil
 }
 
-// recorder collects log records for assertions.
-type recorder struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.buf.Write(b)
-}
-
-func (r *recorder) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.buf.String()
-}
-
 func ids(prefix string, n int) []string {
 	out := make([]string, n)
 	for i := range out {
@@ -146,6 +122,7 @@ func ids(prefix string, n int) []string {
 	return out
 }
 
-func newRecorderLogger(r *recorder) *slog.Logger {
-	return slog.New(slog.NewTextHandler(r, &slog.HandlerOptions{Level: slog.LevelWarn}))
+// warnLogger logs warnings and errors to w, for tests that assert on them.
+func warnLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

@@ -86,15 +86,15 @@ func (c Config) plan(prev *record.Generation, members map[string]record.MemberIn
 	newcomers := others[:max(0, selected-len(survivors))]
 	standby := others[len(newcomers):]
 
-	orderer := c.Orderer
-	if orderer == nil {
-		orderer = TopologyOrderer{}
-	}
-	ring := orderer.Order(slices.Clone(keptSurvivors), slices.Clone(newcomers))
-	if !checkOrder(ring, keptSurvivors, newcomers) {
-		c.logger().Warn("ring orderer broke its contract; using the topology order",
-			"job", c.Job, "orderer", fmt.Sprintf("%T", orderer))
-		ring = TopologyOrderer{}.Order(keptSurvivors, newcomers)
+	ring := appendOrder(keptSurvivors, newcomers)
+	if c.Orderer != nil {
+		ordered := c.Orderer.Order(slices.Clone(keptSurvivors), slices.Clone(newcomers))
+		if checkOrder(ordered, keptSurvivors, newcomers) {
+			ring = ordered
+		} else {
+			c.logger().Warn("ring orderer broke its contract; survivors keep their order and newcomers follow in join order",
+				"job", c.Job, "orderer", fmt.Sprintf("%T", c.Orderer))
+		}
 	}
 
 	next := &record.Generation{

@@ -9,6 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/ringside/ringside/coordinator/record"
+	"github.com/ringside/ringside/internal/testbin"
 )
 
 func members(specs ...string) map[string]record.MemberInfo {
@@ -115,19 +116,40 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-func TestTopologyOrdererGroupsNewcomersWithTheirDomain(t *testing.T) {
-	m := func(id string, topo ...string) record.MemberInfo {
-		return record.MemberInfo{ID: id, Topology: topo, Slots: 1}
+func TestPlanWithoutOrdererAppendsNewcomersInJoinOrder(t *testing.T) {
+	cfg := DefaultConfig("ns", "job")
+	prev := &record.Generation{Number: 4, WorldSize: 2, Members: []record.RankedMember{
+		{ID: "b", Addr: "b.addr", Rank: 0, Slots: 1}, {ID: "a", Addr: "a.addr", Rank: 1, Slots: 1}}}
+	ms := members("a", "b", "d", "c")
+	// The topology is ignored: without an orderer, d does not move next
+	// to a although they share a rack.
+	for id, topo := range map[string][]string{"a": {"z1", "r1"}, "b": {"z2"}, "c": {"z2"}, "d": {"z1", "r1"}} {
+		m := ms[id]
+		m.Topology = topo
+		ms[id] = m
 	}
-	survivors := []record.MemberInfo{m("a", "z1", "r1"), m("b", "z2", "r1"), m("c", "z1", "r2")}
-	newcomers := []record.MemberInfo{m("d", "z2", "r1"), m("e", "z3"), m("f", "z1", "r1"), m("g")}
-	got := TopologyOrderer{}.Order(survivors, newcomers)
-	want := []string{"a", "f", "b", "d", "c", "e", "g"}
-	var gotIDs []string
-	for _, x := range got {
-		gotIDs = append(gotIDs, x.ID)
+	next, _ := cfg.plan(prev, ms)
+	if diff := cmp.Diff([]string{"b", "a", "d", "c"}, next.IDs()); diff != "" {
+		t.Fatalf("order (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(want, gotIDs); diff != "" {
+}
+
+// reverseOrderer keeps the contract: newcomers reversed, in front of the
+// survivors in their order.
+type reverseOrderer struct{}
+
+func (reverseOrderer) Order(s, n []record.MemberInfo) []record.MemberInfo {
+	out := slices.Clone(n)
+	slices.Reverse(out)
+	return append(out, s...)
+}
+
+func TestPlanTakesTheOrderersRing(t *testing.T) {
+	cfg := DefaultConfig("ns", "job")
+	cfg.Orderer = reverseOrderer{}
+	prev, _ := cfg.plan(nil, members("a", "b"))
+	next, _ := cfg.plan(prev, members("a", "b", "c", "d"))
+	if diff := cmp.Diff([]string{"d", "c", "b", "a"}, next.IDs()); diff != "" {
 		t.Fatalf("order (-want +got):\n%s", diff)
 	}
 }
@@ -139,8 +161,8 @@ func (brokenOrderer) Order(s, n []record.MemberInfo) []record.MemberInfo { retur
 func TestPlanFallsBackWhenOrdererBreaksContract(t *testing.T) {
 	cfg := DefaultConfig("ns", "job")
 	cfg.Orderer = brokenOrderer{}
-	rec := &recorder{}
-	cfg.Logger = newRecorderLogger(rec)
+	rec := &testbin.Buffer{}
+	cfg.Logger = warnLogger(rec)
 	prev, _ := cfg.plan(nil, members("a", "b"))
 	next, _ := cfg.plan(prev, members("a", "b", "c"))
 	if diff := cmp.Diff([]string{"a", "b", "c"}, next.IDs()); diff != "" {

@@ -72,6 +72,14 @@ func TestOrderPlacesNewcomersNextToTheirClosestPeers(t *testing.T) {
 			want:      []string{"a", "d", "b", "c", "e"},
 		},
 		{
+			// The ring closes (c -> a), so z1 stays one run; the members of
+			// new or unknown domains take gaps that already cross zones.
+			name:      "scattered survivors: newcomers of known and new domains add the fewest zone crossings",
+			survivors: []record.MemberInfo{member("a", "z1", "r1"), member("b", "z2", "r1"), member("c", "z1", "r2")},
+			newcomers: []record.MemberInfo{member("d", "z2", "r1"), member("e", "z3"), member("f", "z1", "r1"), member("g")},
+			want:      []string{"a", "f", "g", "e", "d", "b", "c"},
+		},
+		{
 			name:      "no topology at all keeps survivors then join order",
 			survivors: []record.MemberInfo{member("b"), member("a")},
 			newcomers: []record.MemberInfo{member("d"), member("c")},

@@ -2,11 +2,11 @@ package sidecar
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/sidecar/api"
+	"github.com/ringside/ringside/sidecar/quantile"
 )
 
 // heartbeats keeps the newest heartbeat and a window of step times.
@@ -49,15 +49,13 @@ func (a *Agent) status() (record.Status, bool) {
 		b.samples = float64(b.last.Samples-b.prev.Samples) / b.at.Sub(b.prevAt).Seconds()
 	}
 	b.prev, b.prevAt = b.last, b.at
-	sorted := slices.Clone(b.times)
-	slices.Sort(sorted)
 	gen := b.last.Generation
 	if gen == 0 && a.gen != nil {
 		gen = a.gen.Number
 	}
 	return record.Status{
 		Step: b.last.Step, Samples: b.last.Samples, SamplesPerSec: b.samples,
-		StepTimeS: b.last.StepTimeS, StepTimeP50S: quantile(sorted, 0.5), StepTimeP90S: quantile(sorted, 0.9),
+		StepTimeS: b.last.StepTimeS, StepTimeP50S: quantile.Of(b.times, 0.5), StepTimeP90S: quantile.Of(b.times, 0.9),
 		Generation: gen, Time: b.at,
 	}, true
 }
@@ -83,11 +81,4 @@ func (a *Agent) flushHeartbeats(ctx context.Context) {
 		}
 		cancel()
 	}
-}
-
-func quantile(sorted []float64, q float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[int(q*float64(len(sorted)-1))]
 }

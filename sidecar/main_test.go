@@ -11,4 +11,6 @@ import (
 // once by TestMain.
 var ringsideBin string
 
+// TestMain builds ringside, runs the tests and fails them on goroutines
+// left behind (WithRingside checks with goleak).
 func TestMain(m *testing.M) { os.Exit(testbin.WithRingside(m, &ringsideBin)) }

@@ -1,17 +1,16 @@
 package sidecar_test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/testbin"
 	"github.com/ringside/ringside/sidecar/api"
 )
 
@@ -20,25 +19,8 @@ type sidecarProc struct {
 	id   string
 	cmd  *exec.Cmd
 	api  *apiClient
-	out  *syncBuffer
+	out  *testbin.Buffer
 	done chan error
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // startSidecar runs a sidecar process; each gets its own loopback address
@@ -54,7 +36,7 @@ func startSidecar(t *testing.T, endpoints []string, n int, extra ...string) *sid
 		"--settle", "100ms", "--node-watch=false", "--sysfs-root", t.TempDir(),
 		"--log-format", "json",
 	}, extra...)
-	p := &sidecarProc{id: id, cmd: exec.Command(ringsideBin, args...), out: &syncBuffer{}, done: make(chan error, 1)}
+	p := &sidecarProc{id: id, cmd: exec.Command(ringsideBin, args...), out: &testbin.Buffer{}, done: make(chan error, 1)}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

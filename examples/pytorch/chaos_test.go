@@ -17,6 +17,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
 	"github.com/ringside/ringside/coordinator/jobstatus"
@@ -38,7 +39,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		noTorch = fmt.Sprintf("%s cannot import torch.distributed (%v: %s): install it with `apt-get install --no-install-recommends python3-torch` (make test does)",
 			python, err, lastLine(out))
-		os.Exit(m.Run())
+		goleak.VerifyTestMain(m)
 	}
 	os.Exit(testbin.WithRingside(m, &ringsideBin))
 }
@@ -198,24 +199,21 @@ func TestLiveTrainingSurvivesChaos(t *testing.T) {
 	drained := c.tracker.ByRank(1)
 	before := c.tracker.Last()
 	t0 = time.Now()
-	codes := make(chan [2]int, 1)
-	go func() {
-		dctx, cancel := context.WithTimeout(ctx, resumeBound)
-		defer cancel()
-		tr, sc, err := c.job.Drain(dctx, drained)
-		if err != nil {
-			tr, sc = -1, -1
-		}
-		codes <- [2]int{tr, sc}
-	}()
+	if err := c.job.Drain(drained); err != nil {
+		t.Fatal(err)
+	}
 	c.resumed("SIGTERM drain of "+drained.ID, 3, t0)
 	for id, first := range c.tracker.First() {
 		if lost := before[id].Step + 1 - first.Step; lost > 0 {
 			t.Errorf("drain: %s went on from step %d after completing step %d: %d steps lost", id, first.Step, before[id].Step, lost)
 		}
 	}
-	if got := <-codes; got != [2]int{0, 0} {
-		t.Errorf("drained worker exited with trainer %d, sidecar %d; want 0 and 0", got[0], got[1])
+	dctx, cancel := context.WithTimeout(ctx, resumeBound)
+	defer cancel()
+	if tr, sc, err := drained.Wait(dctx); err != nil {
+		t.Error(err)
+	} else if tr != 0 || sc != 0 {
+		t.Errorf("drained worker exited with trainer %d, sidecar %d; want 0 and 0", tr, sc)
 	}
 	// Some more training, for the loss to go down.
 	c.resumed("training on", 3, time.Now().Add(5*time.Second))

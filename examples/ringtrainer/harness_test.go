@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/testbin"
 )
 
 // awaitTimeout bounds every wait for a process's output or exit.
@@ -73,13 +74,13 @@ func (c *cluster) start(n int, trainerArgs ...string) *worker {
 type proc struct {
 	name   string
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testbin.Buffer
 	done   chan struct{} // closed once it exited
 }
 
 func startProc(t *testing.T, name, bin string, stdout *lineLog, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(bin, args...), stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{name: name, cmd: exec.Command(bin, args...), stderr: &testbin.Buffer{}, done: make(chan struct{})}
 	p.cmd.Env = cleanEnv()
 	p.cmd.Stderr = p.stderr
 	if stdout != nil {
@@ -134,23 +135,6 @@ func (p *proc) awaitExit(t *testing.T) int {
 		t.Fatalf("%s did not exit within %s", p.name, awaitTimeout)
 		return -1
 	}
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // outLine is a trainer's stdout line: a step, or a ring event.

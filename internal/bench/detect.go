@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/ringside/ringside/internal/localjob"
 	"github.com/ringside/ringside/sidecar/api"
+	"github.com/ringside/ringside/sidecar/quantile"
 )
 
 // awaitReady waits until the worker's sidecar holds a generation.
@@ -152,7 +154,7 @@ idleLoop:
 	for k := range cfg.Kills {
 		live := job.Workers()
 		var victim *localjob.Worker
-		for _, id := range slices.Sorted(mapKeys(live)) {
+		for _, id := range slices.Sorted(maps.Keys(live)) {
 			if live[id] != probe {
 				victim = live[id]
 				break
@@ -174,8 +176,8 @@ idleLoop:
 			return DetectResult{}, err
 		}
 	}
-	res.DetectP50S, res.DetectP95S = percentile(detects, 0.5), percentile(detects, 0.95)
-	res.CommitP50S, res.CommitP95S = percentile(commits, 0.5), percentile(commits, 0.95)
+	res.DetectP50S, res.DetectP95S = quantile.Of(detects, 0.5), quantile.Of(detects, 0.95)
+	res.CommitP50S, res.CommitP95S = quantile.Of(commits, 0.5), quantile.Of(commits, 0.95)
 	return res, nil
 }
 
@@ -240,24 +242,4 @@ func latest(ts map[string]time.Time) time.Time {
 		}
 	}
 	return out
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
-// percentile returns the q-quantile of xs (nearest rank).
-func percentile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Sorted(slices.Values(xs))
-	i := int(q*float64(len(s))+0.5) - 1
-	return s[max(0, min(i, len(s)-1))]
 }

@@ -8,12 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ringside/ringside/internal/localjob"
+	"github.com/ringside/ringside/sidecar/quantile"
 )
 
 // TrainerSpec says which trainer a benchmark's workers run.
@@ -101,6 +100,52 @@ func (s TrainerSpec) command(dir string) ([]string, error) {
 		python, script, "--mode", "restart", "--step-time", step, "--checkpoint", filepath.Join(dir, "checkpoint.pt")}, nil
 }
 
+// checkFault checks a fault against the mode it is to hit.
+func checkFault(fault, mode string) error {
+	switch {
+	case fault != "kill" && fault != "stop":
+		return fmt.Errorf("fault %q: want kill or stop", fault)
+	case mode == "restart" && fault == "stop":
+		return errors.New("fault stop freezes the worker's processes, but `ringside exec` runs the script in its own process group: use --fault kill in restart mode")
+	}
+	return nil
+}
+
+// startTraining starts the local job named name, its sidecars batching
+// joins for settle, adds workers workers running the trainer, and waits
+// until all of them train together. stop closes the job and removes its
+// directory (unless LogDir keeps it).
+func (s TrainerSpec) startTraining(ctx context.Context, name string, workers int, settle time.Duration, progress io.Writer) (
+	job *localjob.Job, track *localjob.Tracker, stop func(), err error) {
+	dir, cleanup, err := s.jobDir(name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	trainer, err := s.command(dir)
+	if err == nil {
+		job, err = localjob.Start(ctx, localjob.Config{Trainer: trainer, Job: name, Dir: dir,
+			SidecarArgs: []string{"--settle", settle.String()}})
+	}
+	if err != nil {
+		cleanup()
+		return nil, nil, nil, err
+	}
+	stop = func() { job.Close(); cleanup() }
+	track = localjob.NewTracker(job)
+	for range workers {
+		if _, err := job.AddWorker(ctx); err != nil {
+			stop()
+			return nil, nil, nil, err
+		}
+	}
+	fmt.Fprintf(progress, "%d workers started; waiting for all of them to train together\n", workers)
+	if _, err := track.AllStepAt(ctx, workers, time.Now()); err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	return job, track, stop, nil
+}
+
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
@@ -184,59 +229,34 @@ type GoodputResult struct {
 // as a pod's controller would; goodput is the useful steps of that phase
 // over the steps the undisturbed job would have made in it.
 func Goodput(ctx context.Context, cfg GoodputConfig, progress io.Writer) (GoodputResult, error) {
-	if cfg.Fault != "kill" && cfg.Fault != "stop" {
-		return GoodputResult{}, fmt.Errorf("fault %q: want kill or stop", cfg.Fault)
-	}
-	if cfg.Mode == "restart" && cfg.Fault == "stop" {
-		return GoodputResult{}, errors.New("fault stop freezes the worker's processes, but `ringside exec` runs the script in its own process group: use --fault kill in restart mode")
+	if err := checkFault(cfg.Fault, cfg.Mode); err != nil {
+		return GoodputResult{}, err
 	}
 	if cfg.Workers < 2 || cfg.Duration <= 0 || cfg.KillEvery <= 0 || cfg.Baseline <= 0 {
 		return GoodputResult{}, errors.New("need at least 2 workers and positive --duration, --kill-every and --baseline")
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	dir, cleanup, err := cfg.jobDir("goodput")
+	job, rec, stop, err := cfg.startTraining(ctx, "goodput", cfg.Workers, cfg.Settle, progress)
 	if err != nil {
 		return GoodputResult{}, err
 	}
-	defer cleanup()
-	trainer, err := cfg.command(dir)
-	if err != nil {
-		return GoodputResult{}, err
-	}
-	job, err := localjob.Start(ctx, localjob.Config{Trainer: trainer, Job: "goodput", Dir: dir,
-		SidecarArgs: []string{"--settle", cfg.Settle.String()}})
-	if err != nil {
-		return GoodputResult{}, err
-	}
-	defer job.Close()
-	rec := newStepRecorder(job)
-	defer rec.stop()
-
-	for range cfg.Workers {
-		if _, err := job.AddWorker(ctx); err != nil {
-			return GoodputResult{}, err
-		}
-	}
-	fmt.Fprintf(progress, "%d workers started; waiting for all of them to train together\n", cfg.Workers)
-	if err := rec.awaitWorld(ctx, cfg.Workers, time.Now()); err != nil {
-		return GoodputResult{}, err
-	}
+	defer stop()
 
 	res := GoodputResult{Bench: "goodput", Trainer: cfg.Trainer, Mode: cfg.Mode, Fault: cfg.Fault, Workers: cfg.Workers,
 		DurationS: cfg.Duration.Seconds(), KillEveryS: cfg.KillEvery.Seconds()}
-	b0, t0 := rec.top(), time.Now()
-	if !sleepCtx(ctx, cfg.Baseline) {
-		return res, ctx.Err()
+	b0, t0 := rec.Top(), time.Now()
+	if err := rec.Until(ctx, t0.Add(cfg.Baseline)); err != nil {
+		return res, err
 	}
-	b1, t1 := rec.top(), time.Now()
+	b1, t1 := rec.Top(), time.Now()
 	res.BaselineStepsPerS = float64(b1-b0) / t1.Sub(t0).Seconds()
 	fmt.Fprintf(progress, "undisturbed: %.2f steps/s over %s\n", res.BaselineStepsPerS, cfg.Baseline)
 	if res.BaselineStepsPerS <= 0 {
 		return res, errors.New("the undisturbed job made no steps")
 	}
 
-	start, s0 := time.Now(), rec.top()
+	start, s0 := time.Now(), rec.Top()
 	end := start.Add(cfg.Duration)
 	var stalls []float64
 	var frozen []*localjob.Worker
@@ -245,14 +265,14 @@ func Goodput(ctx context.Context, cfg GoodputConfig, progress io.Writer) (Goodpu
 		if !next.Before(end) {
 			break
 		}
-		if !sleepCtx(ctx, time.Until(next)) {
-			return res, ctx.Err()
+		if err := rec.Until(ctx, next); err != nil {
+			return res, err
 		}
-		victim := rec.byRank(k % cfg.Workers)
+		victim := rec.ByRank(k % cfg.Workers)
 		if victim == nil {
 			return res, fmt.Errorf("fault %d: no live worker holds rank %d", k+1, k%cfg.Workers)
 		}
-		at, gen := time.Now(), rec.generation()
+		at, gen := time.Now(), rec.Generation()
 		if cfg.Fault == "kill" {
 			job.Kill(victim)
 		} else {
@@ -263,9 +283,13 @@ func Goodput(ctx context.Context, cfg GoodputConfig, progress io.Writer) (Goodpu
 			return res, err
 		}
 		res.Faults++
-		stall, err := rec.awaitGenerationAbove(ctx, gen, at, end)
+		resumed, ok, err := rec.FirstStepAbove(ctx, gen, end)
 		if err != nil {
 			return res, fmt.Errorf("after the %s of %s: %w", cfg.Fault, victim.ID, err)
+		}
+		stall := end.Sub(at) // stalled till the end of the phase
+		if ok {
+			stall = max(0, resumed.Sub(at))
 		}
 		stalls = append(stalls, stall.Seconds())
 		fmt.Fprintf(progress, "%s %d (rank %d, %s): the job stepped in a new generation after %.3fs\n", cfg.Fault, k+1, k%cfg.Workers, victim.ID, stall.Seconds())
@@ -274,192 +298,14 @@ func Goodput(ctx context.Context, cfg GoodputConfig, progress io.Writer) (Goodpu
 		}
 		frozen = frozen[:0]
 	}
-	if !sleepCtx(ctx, time.Until(end)) {
-		return res, ctx.Err()
+	if err := rec.Until(ctx, end); err != nil {
+		return res, err
 	}
-	s1, elapsed := rec.top(), time.Since(start)
+	s1, elapsed := rec.Top(), time.Since(start)
 	res.UsefulSteps = s1 - s0
 	res.ExpectedSteps = res.BaselineStepsPerS * elapsed.Seconds()
 	res.Goodput = float64(res.UsefulSteps) / res.ExpectedSteps
-	res.SampleGoodput = float64(rec.samples(s0, s1)) / (res.ExpectedSteps * float64(cfg.Workers))
-	res.StallP50S, res.StallMaxS = percentile(stalls, 0.5), percentile(stalls, 1)
+	res.SampleGoodput = float64(rec.Samples(s0, s1)) / (res.ExpectedSteps * float64(cfg.Workers))
+	res.StallP50S, res.StallMaxS = quantile.Of(stalls, 0.5), quantile.Of(stalls, 1)
 	return res, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// stepRecorder reads every trainer line of a job: the job's step counter,
-// the world size each step last completed at, and each worker's last line.
-type stepRecorder struct {
-	job  *localjob.Job
-	done chan struct{}
-	wg   sync.WaitGroup
-
-	mu      sync.Mutex
-	changed chan struct{} // closed and replaced on every line
-	last    map[string]localjob.Line
-	world   map[int64]int
-	genAt   map[int64]time.Time // when each generation's first step completed
-	max     int64
-	gen     int64
-}
-
-func newStepRecorder(job *localjob.Job) *stepRecorder {
-	r := &stepRecorder{job: job, done: make(chan struct{}), changed: make(chan struct{}),
-		last: map[string]localjob.Line{}, world: map[int64]int{}, genAt: map[int64]time.Time{}}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		for {
-			select {
-			case l := <-job.Lines():
-				r.note(l)
-			case <-r.done:
-				return
-			}
-		}
-	}()
-	return r
-}
-
-func (r *stepRecorder) stop() { close(r.done); r.wg.Wait() }
-
-func (r *stepRecorder) note(l localjob.Line) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if l.Event == "" && l.SumOK {
-		r.last[l.Worker] = l
-		r.world[l.Step] = l.World
-		if t, ok := r.genAt[l.Generation]; !ok || l.Time().Before(t) {
-			r.genAt[l.Generation] = l.Time()
-		}
-		r.max = max(r.max, l.Step)
-		r.gen = max(r.gen, l.Generation)
-	}
-	close(r.changed)
-	r.changed = make(chan struct{})
-}
-
-// top is the job's step counter: the highest step any rank completed.
-func (r *stepRecorder) top() int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.max
-}
-
-// generation is the newest generation any rank stepped in.
-func (r *stepRecorder) generation() int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.gen
-}
-
-// samples sums the world sizes of steps (from, to]: a step at world w
-// trained on w ranks' batches.
-func (r *stepRecorder) samples(from, to int64) int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var n int64
-	for s := from + 1; s <= to; s++ {
-		n += int64(r.world[s])
-	}
-	return n
-}
-
-// byRank returns the live worker whose last line reported rank.
-func (r *stepRecorder) byRank(rank int) *localjob.Worker {
-	live := r.job.Workers()
-	ids := make([]string, 0, len(live))
-	for id := range live {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, id := range ids {
-		if l, ok := r.last[id]; ok && l.Rank == rank {
-			return live[id]
-		}
-	}
-	return nil
-}
-
-// look runs f under the recorder's lock and returns a channel closed by
-// the next line, so a caller that found nothing waits without missing one.
-func (r *stepRecorder) look(f func()) <-chan struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	f()
-	return r.changed
-}
-
-// wait blocks until ch is closed or ctx ends.
-func wait(ctx context.Context, ch <-chan struct{}) error {
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// awaitWorld waits until every live worker stepped at world size world
-// after since.
-func (r *stepRecorder) awaitWorld(ctx context.Context, world int, since time.Time) error {
-	for {
-		live := r.job.Workers()
-		n := 0
-		changed := r.look(func() {
-			for id := range live {
-				if l, ok := r.last[id]; ok && l.World == world && l.Time().After(since) {
-					n++
-				}
-			}
-		})
-		if n == len(live) && n == world {
-			return nil
-		}
-		if err := wait(ctx, changed); err != nil {
-			return fmt.Errorf("%d of %d workers stepped at world size %d: %w", n, len(live), world, err)
-		}
-	}
-}
-
-// awaitGenerationAbove waits for the job's first step in a generation
-// above gen and returns how long after at it came; past deadline it returns
-// the time until then.
-func (r *stepRecorder) awaitGenerationAbove(ctx context.Context, gen int64, at, deadline time.Time) (time.Duration, error) {
-	dctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	for {
-		var first time.Time
-		changed := r.look(func() {
-			for g, t := range r.genAt {
-				if g > gen && (first.IsZero() || t.Before(first)) {
-					first = t
-				}
-			}
-		})
-		if !first.IsZero() {
-			return max(0, first.Sub(at)), nil
-		}
-		if err := wait(dctx, changed); err != nil {
-			if ctx.Err() != nil {
-				return 0, err
-			}
-			return deadline.Sub(at), nil // stalled till the end of the phase
-		}
-	}
 }

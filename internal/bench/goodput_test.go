@@ -5,77 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/ringside/ringside/internal/localjob"
 )
-
-func newTestRecorder() *stepRecorder {
-	return &stepRecorder{done: make(chan struct{}), changed: make(chan struct{}),
-		last: map[string]localjob.Line{}, world: map[int64]int{}, genAt: map[int64]time.Time{}}
-}
-
-func line(worker string, step, gen int64, world int, at time.Time) localjob.Line {
-	return localjob.Line{Worker: worker, Step: step, Generation: gen, World: world, SumOK: true,
-		T: float64(at.UnixMicro()) / 1e6}
-}
-
-func TestStepRecorderCountsEachStepOnceAtItsLastWorld(t *testing.T) {
-	r := newTestRecorder()
-	t0 := time.Now()
-	for _, l := range []localjob.Line{
-		line("w0", 1, 1, 4, t0), line("w1", 1, 1, 4, t0),
-		line("w0", 2, 1, 4, t0), // w1 never finished step 2 at world 4
-		line("w1", 2, 2, 3, t0), // redone at world 3 after a fault
-		line("w1", 3, 2, 3, t0),
-		{Worker: "w1", Event: "ring", Generation: 3}, // not a step
-	} {
-		r.note(l)
-	}
-	if got := r.top(); got != 3 {
-		t.Errorf("top = %d, want 3", got)
-	}
-	if got := r.samples(0, 3); got != 4+3+3 {
-		t.Errorf("samples(0, 3) = %d, want 10 (a redone step counts once, at the world it last ran at)", got)
-	}
-	if got := r.generation(); got != 2 {
-		t.Errorf("generation = %d, want 2", got)
-	}
-}
-
-func TestStepRecorderTimesTheFirstStepOfTheNextGeneration(t *testing.T) {
-	r := newTestRecorder()
-	t0 := time.Now()
-	r.note(line("w0", 5, 1, 4, t0))
-	r.note(line("w0", 6, 1, 4, t0.Add(10*time.Millisecond))) // in flight at the fault: not a resume
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		time.Sleep(20 * time.Millisecond) // the wait below starts first
-		r.note(line("w0", 6, 2, 3, t0.Add(200*time.Millisecond)))
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	stall, err := r.awaitGenerationAbove(ctx, 1, t0, t0.Add(time.Minute))
-	<-done
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := stall - 200*time.Millisecond; d < -time.Millisecond || d > time.Millisecond {
-		t.Errorf("stall = %s, want 200ms: the first step of generation 2", stall)
-	}
-}
-
-func TestStepRecorderStallEndsAtTheDeadline(t *testing.T) {
-	r := newTestRecorder()
-	t0 := time.Now()
-	stall, err := r.awaitGenerationAbove(context.Background(), 1, t0, t0.Add(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := stall - 50*time.Millisecond; d < -time.Millisecond || d > time.Millisecond {
-		t.Errorf("stall = %s, want the 50ms to the deadline", stall)
-	}
-}
 
 func TestTrainerSpecRefusesWhatCannotRun(t *testing.T) {
 	for _, tc := range []struct {

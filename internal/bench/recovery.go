@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/ringside/ringside/internal/localjob"
+	"github.com/ringside/ringside/sidecar/quantile"
 )
 
 // RecoveryConfig sizes the recovery benchmark.
@@ -57,53 +57,26 @@ type RecoveryResult struct {
 // its first step in the full ring. Last, one worker drains and the
 // survivors' step counters are checked for redone steps.
 func Recovery(ctx context.Context, cfg RecoveryConfig, progress io.Writer) (RecoveryResult, error) {
-	if cfg.Fault != "kill" && cfg.Fault != "stop" {
-		return RecoveryResult{}, fmt.Errorf("fault %q: want kill or stop", cfg.Fault)
+	if err := checkFault(cfg.Fault, cfg.Mode); err != nil {
+		return RecoveryResult{}, err
 	}
 	if cfg.Workers < 3 || cfg.Kills < 1 {
 		return RecoveryResult{}, errors.New("need at least 3 workers and 1 kill")
 	}
-	if cfg.Mode == "restart" && cfg.Fault == "stop" {
-		return RecoveryResult{}, errors.New("fault stop freezes the worker's processes, but `ringside exec` runs the script in its own process group: use --fault kill in restart mode")
-	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	dir, cleanup, err := cfg.jobDir("recovery")
+	job, w, stop, err := cfg.startTraining(ctx, "recovery", cfg.Workers, cfg.Settle, progress)
 	if err != nil {
 		return RecoveryResult{}, err
 	}
-	defer cleanup()
-	trainer, err := cfg.command(dir)
-	if err != nil {
-		return RecoveryResult{}, err
-	}
-	job, err := localjob.Start(ctx, localjob.Config{
-		Trainer: trainer,
-		Job:     "recovery", Dir: dir,
-		SidecarArgs: []string{"--settle", cfg.Settle.String()},
-	})
-	if err != nil {
-		return RecoveryResult{}, err
-	}
-	defer job.Close()
-	w := localjob.NewTracker(job)
-
-	for range cfg.Workers {
-		if _, err := job.AddWorker(ctx); err != nil {
-			return RecoveryResult{}, err
-		}
-	}
-	fmt.Fprintf(progress, "%d workers started; waiting for all of them to train together\n", cfg.Workers)
-	if _, err := w.AllStepAt(ctx, cfg.Workers, time.Now()); err != nil {
-		return RecoveryResult{}, err
-	}
+	defer stop()
 
 	res := RecoveryResult{Bench: "recovery", Trainer: cfg.Trainer, Mode: cfg.Mode, Fault: cfg.Fault, Workers: cfg.Workers,
 		Kills: cfg.Kills, SettleS: cfg.Settle.Seconds(), PauseS: cfg.Pause.Seconds()}
 	var resumes, joins []float64
 	for k := range cfg.Kills {
-		if !sleepCtx(ctx, cfg.Pause) {
-			return res, ctx.Err()
+		if err := w.Until(ctx, time.Now().Add(cfg.Pause)); err != nil {
+			return res, err
 		}
 		victim := w.ByRank(k % cfg.Workers)
 		if victim == nil {
@@ -139,11 +112,21 @@ func Recovery(ctx context.Context, cfg RecoveryConfig, progress io.Writer) (Reco
 	// A drain loses nothing: survivors continue from the step after the
 	// last one they completed together.
 	drained := w.ByRank(1)
+	if drained == nil {
+		return res, errors.New("no worker holds rank 1 to drain")
+	}
 	before := w.Last()
 	t2 := time.Now()
-	go job.Drain(ctx, drained) //nolint:errcheck // its exit is checked below through its trainer
+	if err := job.Drain(drained); err != nil {
+		return res, err
+	}
 	if _, err := w.AllStepAt(ctx, cfg.Workers-1, t2); err != nil {
 		return res, fmt.Errorf("after draining %s: %w", drained.ID, err)
+	}
+	if trainer, sidecar, err := drained.Wait(ctx); err != nil {
+		return res, err
+	} else if trainer != 0 || sidecar != 0 {
+		return res, fmt.Errorf("drained worker %s exited with trainer %d, sidecar %d; want 0 and 0", drained.ID, trainer, sidecar)
 	}
 	for id, first := range w.First() {
 		if id == drained.ID {
@@ -154,7 +137,7 @@ func Recovery(ctx context.Context, cfg RecoveryConfig, progress io.Writer) (Reco
 		}
 	}
 	fmt.Fprintf(progress, "drained %s: survivors lost %d steps\n", drained.ID, res.DrainLostSteps)
-	res.KillToResumeP50S, res.KillToResumeP95S = percentile(resumes, 0.5), percentile(resumes, 0.95)
-	res.JoinToTrainP50S = percentile(joins, 0.5)
+	res.KillToResumeP50S, res.KillToResumeP95S = quantile.Of(resumes, 0.5), quantile.Of(resumes, 0.95)
+	res.JoinToTrainP50S = quantile.Of(joins, 0.5)
 	return res, nil
 }

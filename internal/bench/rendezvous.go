@@ -12,6 +12,7 @@ import (
 
 	"github.com/ringside/ringside/coordinator"
 	"github.com/ringside/ringside/coordinator/record"
+	"github.com/ringside/ringside/netopt"
 )
 
 // RendezvousConfig sizes the rendezvous benchmark.
@@ -75,6 +76,7 @@ func Rendezvous(ctx context.Context, cfg RendezvousConfig, progress io.Writer) (
 	jcfg := coordinator.DefaultConfig("bench", "rendezvous")
 	jcfg.Settle, jcfg.TTL = cfg.Settle, cfg.TTL
 	jcfg.MaxSettle = max(jcfg.MaxSettle, cfg.Settle)
+	jcfg.Orderer = netopt.NewOrderer() // the orderer the sidecar runs
 	jcfg.Logger = slog.New(slog.NewTextHandler(progress, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var jobs []*coordinator.Job
 	for range cfg.Clients {
@@ -97,7 +99,8 @@ func Rendezvous(ctx context.Context, cfg RendezvousConfig, progress io.Writer) (
 		lastJoin  atomic.Int64 // unix nanos
 		lastHeld  atomic.Int64
 		joined    atomic.Int64
-		held      sync.WaitGroup
+		watchers  sync.WaitGroup
+		full      = make(chan struct{}, cfg.Members) // a member holds the generation with all
 		mu        sync.Mutex
 		members   []*coordinator.Member
 		joinErr   error
@@ -106,11 +109,11 @@ func Rendezvous(ctx context.Context, cfg RendezvousConfig, progress io.Writer) (
 	)
 	defer func() {
 		for _, m := range members {
-			m.Close()
+			m.Close() // closes its Generations, which ends its watcher
 		}
+		watchers.Wait()
 	}()
 	stopProgress := reportProgress(progress, "joined", cfg.Members, &joined)
-	held.Add(cfg.Members)
 	for i := range cfg.Members {
 		sem <- struct{}{}
 		joinGroup.Add(1)
@@ -122,7 +125,6 @@ func Rendezvous(ctx context.Context, cfg RendezvousConfig, progress io.Writer) (
 				mu.Lock()
 				joinErr = errors.Join(joinErr, err)
 				mu.Unlock()
-				held.Done()
 				return
 			}
 			storeMax(&lastJoin, time.Now().UnixNano())
@@ -130,15 +132,15 @@ func Rendezvous(ctx context.Context, cfg RendezvousConfig, progress io.Writer) (
 			mu.Lock()
 			members = append(members, m)
 			mu.Unlock()
-			go func() {
-				defer held.Done()
+			watchers.Go(func() {
 				for g := range m.Generations() {
 					if len(g.Members) == cfg.Members {
 						storeMax(&lastHeld, time.Now().UnixNano())
+						full <- struct{}{}
 						return
 					}
 				}
-			}()
+			})
 		}()
 	}
 	joinGroup.Wait()
@@ -148,12 +150,12 @@ func Rendezvous(ctx context.Context, cfg RendezvousConfig, progress io.Writer) (
 	}
 	joinDone := time.Now()
 	fmt.Fprintf(progress, "all %d joined in %.2fs; waiting for the generation with all of them\n", cfg.Members, joinDone.Sub(start).Seconds())
-	done := make(chan struct{})
-	go func() { held.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return RendezvousResult{}, fmt.Errorf("no generation with all %d members before the timeout: %w", cfg.Members, ctx.Err())
+	for range cfg.Members {
+		select {
+		case <-full:
+		case <-ctx.Done():
+			return RendezvousResult{}, fmt.Errorf("no generation with all %d members before the timeout: %w", cfg.Members, ctx.Err())
+		}
 	}
 	res := RendezvousResult{
 		Bench:         "rendezvous",

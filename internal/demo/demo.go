@@ -115,21 +115,18 @@ func Run(ctx context.Context, w io.Writer, cfg Config) error {
 	before := r.track.Last()
 	r.note("SIGTERM %s's sidecar, as on preemption: it drains", drained.ID)
 	t0 = time.Now()
-	drainDone := make(chan error, 1)
-	go func() {
-		trainer, sidecar, err := job.Drain(ctx, drained)
-		if err == nil && (trainer != 0 || sidecar != 0) {
-			err = fmt.Errorf("drained worker exited with trainer %d, sidecar %d; want 0 and 0", trainer, sidecar)
-		}
-		drainDone <- err
-	}()
+	if err := job.Drain(drained); err != nil {
+		return err
+	}
 	done, err = r.track.AllStepAt(ctx, cfg.Workers, t0)
 	if err != nil {
 		return err
 	}
 	drain := done.Sub(t0)
-	if err := <-drainDone; err != nil {
+	if trainer, sidecar, err := drained.Wait(ctx); err != nil {
 		return err
+	} else if trainer != 0 || sidecar != 0 {
+		return fmt.Errorf("drained worker exited with trainer %d, sidecar %d; want 0 and 0", trainer, sidecar)
 	}
 	var lost int64
 	for id, first := range r.track.First() {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/ringside/ringside/internal/etcdlocal"
 	"github.com/ringside/ringside/sidecar/client"
+	"github.com/ringside/ringside/sidecar/launch"
 )
 
 // Config describes the job.
@@ -63,18 +65,11 @@ type Job struct {
 	wg      sync.WaitGroup
 }
 
-// Worker is one sidecar and its trainer.
+// Worker is one sidecar and its trainer, each in its own process group.
 type Worker struct {
 	ID, Addr, Socket string
 	API              *client.Client
-	sidecar, trainer *proc
-}
-
-// proc is a child process and its end.
-type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	code int
+	sidecar, trainer *launch.Process
 }
 
 // Start runs the embedded etcd. Workers come with AddWorker.
@@ -108,11 +103,7 @@ func (j *Job) Lines() <-chan Line { return j.lines }
 func (j *Job) Workers() map[string]*Worker {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	out := make(map[string]*Worker, len(j.workers))
-	for k, v := range j.workers {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(j.workers)
 }
 
 // AddWorker starts a sidecar, waits until it serves its API, then starts
@@ -140,14 +131,14 @@ func (j *Job) AddWorker(ctx context.Context) (*Worker, error) {
 		return nil, err
 	}
 	if err := waitAPI(ctx, w); err != nil {
-		w.sidecar.cmd.Process.Kill()
+		w.sidecar.Kill()
 		return nil, err
 	}
 	if len(j.cfg.Trainer) > 0 {
 		tr := exec.Command(j.cfg.Trainer[0], j.cfg.Trainer[1:]...)
 		tr.Env = append(os.Environ(), "RINGSIDE_SOCKET="+w.Socket, "LOCAL_RANK=0")
 		if w.trainer, err = j.spawn(w.ID+".trainer", tr, w.ID); err != nil {
-			w.sidecar.cmd.Process.Kill()
+			w.sidecar.Kill()
 			return nil, err
 		}
 	}
@@ -162,8 +153,8 @@ func (j *Job) AddWorker(ctx context.Context) (*Worker, error) {
 func waitAPI(ctx context.Context, w *Worker) error {
 	for {
 		select {
-		case <-w.sidecar.done:
-			return fmt.Errorf("sidecar %s exited at start (code %d)", w.ID, w.sidecar.code)
+		case <-w.sidecar.Done():
+			return fmt.Errorf("sidecar %s exited at start (code %d)", w.ID, w.sidecar.ExitCode())
 		case <-ctx.Done():
 			return ctx.Err()
 		default:
@@ -177,11 +168,12 @@ func waitAPI(ctx context.Context, w *Worker) error {
 
 // spawn starts cmd with its stderr (and stdout, unless lines is set) in a
 // log file; with lines set, stdout is parsed into Lines from that worker.
-func (j *Job) spawn(name string, cmd *exec.Cmd, lines string) (*proc, error) {
+func (j *Job) spawn(name string, cmd *exec.Cmd, lines string) (*launch.Process, error) {
 	logf, err := os.Create(filepath.Join(j.cfg.Dir, name+".log"))
 	if err != nil {
 		return nil, err
 	}
+	defer logf.Close() // the child has its own copy once started
 	cmd.Stderr = logf
 	var stdout *os.File
 	if lines == "" {
@@ -189,17 +181,18 @@ func (j *Job) spawn(name string, cmd *exec.Cmd, lines string) (*proc, error) {
 	} else {
 		r, w, err := os.Pipe()
 		if err != nil {
-			logf.Close()
 			return nil, err
 		}
 		cmd.Stdout, stdout = w, r
 		defer w.Close()
 	}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
+	p, err := launch.StartProcess(cmd)
+	if err != nil {
+		if stdout != nil {
+			stdout.Close()
+		}
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
 	if stdout != nil {
 		j.wg.Add(1)
 		go func() {
@@ -219,34 +212,29 @@ func (j *Job) spawn(name string, cmd *exec.Cmd, lines string) (*proc, error) {
 			}
 		}()
 	}
-	go func() {
-		cmd.Wait()
-		p.code = cmd.ProcessState.ExitCode()
-		logf.Close()
-		close(p.done)
-	}()
 	return p, nil
 }
 
 // SidecarPID is the sidecar process's id.
-func (w *Worker) SidecarPID() int { return w.sidecar.cmd.Process.Pid }
+func (w *Worker) SidecarPID() int { return w.sidecar.Pid() }
 
 // procs are the worker's running processes.
-func (w *Worker) procs() []*proc {
+func (w *Worker) procs() []*launch.Process {
 	if w.trainer == nil {
-		return []*proc{w.sidecar}
+		return []*launch.Process{w.sidecar}
 	}
-	return []*proc{w.sidecar, w.trainer}
+	return []*launch.Process{w.sidecar, w.trainer}
 }
 
 // Kill SIGKILLs the worker's sidecar and trainer, as a lost pod.
 func (j *Job) Kill(w *Worker) {
 	j.forget(w)
+	// Both at once, as a pod is lost, then wait for both.
 	for _, p := range w.procs() {
-		p.cmd.Process.Kill()
+		p.Signal(syscall.SIGKILL) //nolint:errcheck // one already gone is what Kill wants
 	}
 	for _, p := range w.procs() {
-		<-p.done
+		<-p.Done()
 	}
 }
 
@@ -255,26 +243,35 @@ func (j *Job) Kill(w *Worker) {
 func (j *Job) Freeze(w *Worker) {
 	j.forget(w)
 	for _, p := range w.procs() {
-		p.cmd.Process.Signal(syscall.SIGSTOP)
+		p.Signal(syscall.SIGSTOP) //nolint:errcheck // one already gone is frozen enough
 	}
 }
 
 // Drain SIGTERMs the worker's sidecar, as Kubernetes does on preemption,
-// and returns the trainer's and the sidecar's exit codes once both ended.
-func (j *Job) Drain(ctx context.Context, w *Worker) (trainer, sidecar int, err error) {
+// and returns at once: the sidecar drains and its trainer follows. Wait
+// tells how they ended.
+func (j *Job) Drain(w *Worker) error {
 	j.forget(w)
-	w.sidecar.cmd.Process.Signal(syscall.SIGTERM)
+	if err := w.sidecar.Signal(syscall.SIGTERM); err != nil {
+		return fmt.Errorf("drain of %s: %w", w.ID, err)
+	}
+	return nil
+}
+
+// Wait waits until the worker's sidecar and trainer both ended and returns
+// their exit codes (the trainer's is 0 when it has none).
+func (w *Worker) Wait(ctx context.Context) (trainer, sidecar int, err error) {
 	for _, p := range w.procs() {
 		select {
-		case <-p.done:
+		case <-p.Done():
 		case <-ctx.Done():
-			return -1, -1, fmt.Errorf("drain of %s: %w", w.ID, ctx.Err())
+			return -1, -1, fmt.Errorf("%s still running: %w", w.ID, ctx.Err())
 		}
 	}
-	if w.trainer == nil {
-		return 0, w.sidecar.code, nil
+	if w.trainer != nil {
+		trainer = w.trainer.ExitCode()
 	}
-	return w.trainer.code, w.sidecar.code, nil
+	return trainer, w.sidecar.ExitCode(), nil
 }
 
 func (j *Job) forget(w *Worker) {
@@ -292,6 +289,7 @@ func (j *Job) Close() {
 	j.mu.Unlock()
 	for _, w := range all {
 		j.Kill(w)
+		w.API.Close()
 	}
 	j.etcd.Close()
 	j.wg.Wait()

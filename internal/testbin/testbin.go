@@ -1,5 +1,5 @@
 // Package testbin builds the project's commands for tests that run them
-// as real processes.
+// as real processes, and collects what those print.
 package testbin
 
 import (
@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 // Ringside is the import path of the ringside command.
@@ -24,9 +26,10 @@ func Build(dir, name, pkg string) (string, error) {
 }
 
 // WithRingside is a TestMain body: it builds ringside into a temporary
-// directory, sets *bin to it, runs the tests and returns their exit code
-// (1 when the build fails).
-func WithRingside(m *testing.M, bin *string) int {
+// directory, sets *bin to it, runs the tests and returns their exit code:
+// 1 when the build fails, or when the tests passed but left goroutines
+// behind (goleak, with opts).
+func WithRingside(m *testing.M, bin *string, opts ...goleak.Option) int {
 	dir, err := os.MkdirTemp("", "ringside-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -37,5 +40,12 @@ func WithRingside(m *testing.M, bin *string) int {
 		fmt.Fprintln(os.Stderr, "building ringside for the multi-process tests:", err)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(opts...); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
+			return 1
+		}
+	}
+	return code
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"time"
 
@@ -72,6 +73,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		cfg.Logger = slog.Default()
 	}
 	r := &runner{cfg: cfg, api: client.New(cfg.Socket), log: cfg.Logger}
+	defer r.api.Close()
 	return r.run(ctx)
 }
 
@@ -296,35 +298,9 @@ type exit struct {
 	slot, code int
 }
 
-// proc is a started process and its end.
-type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once it exited; code is set then
-	code int
-}
-
-func startProc(cmd *exec.Cmd) (*proc, error) {
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		cmd.Wait()
-		p.code = exitCode(cmd.ProcessState)
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// kill SIGKILLs the process's group and waits for its end.
-func (p *proc) kill() {
-	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	<-p.done
-}
-
 // group is the command's processes, one per slot.
 type group struct {
-	procs []*proc
+	procs []*Process
 	exits chan exit
 	left  int
 	codes []int
@@ -342,29 +318,25 @@ func (r *runner) startGroup(o EnvOptions) (*group, error) {
 		}
 		g.procs = append(g.procs, p)
 		g.left++
-		go func() {
-			<-p.done
-			g.exits <- exit{slot: slot, code: p.code}
-		}()
+		go func() { g.exits <- exit{slot: slot, code: p.ExitCode()} }()
 	}
 	return g, nil
 }
 
 // startSlot runs the command for slot in its warm process, or starts it.
-func (r *runner) startSlot(slot int, env []string) (*proc, error) {
+func (r *runner) startSlot(slot int, env []string) (*Process, error) {
 	if s := r.takeSpare(slot); s != nil {
 		err := s.start(env)
 		if err == nil {
 			return s.p, nil
 		}
 		r.log.Warn("could not hand the command to its warm process; starting cold", "err", err)
-		s.p.kill()
+		s.p.Kill()
 	}
 	cmd := exec.Command(r.cfg.Command[0], r.cfg.Command[1:]...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = r.cfg.Stdout, r.cfg.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	return startProc(cmd)
+	return StartProcess(cmd)
 }
 
 // firstFailure returns the first non-zero exit code, by slot, or 0.
@@ -378,29 +350,28 @@ func (g *group) firstFailure() int {
 }
 
 func (g *group) signal(sig os.Signal) {
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		return
+	}
 	for _, p := range g.procs {
-		if s, ok := sig.(syscall.Signal); ok {
-			syscall.Kill(-p.cmd.Process.Pid, s)
-		}
+		p.Signal(s) //nolint:errcheck // a process group already gone needs no signal
 	}
 }
 
-// stop sends SIGTERM to every process group still running, then SIGKILL
-// after timeout, and waits for all of them.
-func (g *group) stop(timeout time.Duration) {
+// stop stops every process still running (SIGTERM, then SIGKILL after
+// grace) and reads all their exits.
+func (g *group) stop(grace time.Duration) {
 	if g.left == 0 {
 		return
 	}
-	g.signal(syscall.SIGTERM)
-	kill := time.After(timeout)
+	var wg sync.WaitGroup
+	for _, p := range g.procs {
+		wg.Go(func() { p.Stop(grace) })
+	}
+	wg.Wait()
 	for g.left > 0 {
-		select {
-		case ex := <-g.exits:
-			g.note(ex)
-		case <-kill:
-			g.signal(syscall.SIGKILL)
-			kill = nil
-		}
+		g.note(<-g.exits)
 	}
 }
 
@@ -408,11 +379,4 @@ func (g *group) stop(timeout time.Duration) {
 func (g *group) note(ex exit) {
 	g.left--
 	g.codes[ex.slot] = ex.code
-}
-
-func exitCode(ps *os.ProcessState) int {
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ps.ExitCode()
 }

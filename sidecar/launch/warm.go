@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ringside/ringside/sidecar/api"
@@ -55,7 +54,7 @@ func pythonCommand(cmd []string) (interp, target []string, ok bool) {
 
 // spare is a warm process waiting for its environment.
 type spare struct {
-	p     *proc
+	p     *Process
 	ready chan struct{} // closed once its imports are done or failed; imported is set then
 	// imported: it wrote the ready byte, so every preloaded module imported
 	// and it waits on stdin. Without the byte (EOF on fd 3) an import
@@ -72,7 +71,6 @@ func startSpare(cfg Config, interp, target []string, env []string) (*spare, erro
 	cmd := exec.Command(interp[0], args...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = cfg.Stdout, cfg.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -82,7 +80,7 @@ func startSpare(cfg Config, interp, target []string, env []string) (*spare, erro
 		return nil, err
 	}
 	cmd.ExtraFiles = []*os.File{readyW} // fd 3: a byte once imported
-	p, err := startProc(cmd)
+	p, err := StartProcess(cmd)
 	readyW.Close()
 	if err != nil {
 		readyR.Close()
@@ -165,17 +163,17 @@ func (r *runner) takeSpare(slot int) *spare {
 	case <-s.ready:
 	case <-time.After(r.cfg.StartTimeout):
 		r.log.Warn("the warm process is still importing; starting cold", "waited", r.cfg.StartTimeout)
-		s.p.kill()
+		s.p.Kill()
 		return nil
 	}
 	if !s.imported {
-		s.p.kill()
-		r.log.Warn("the warm process could not import the preloaded modules; starting cold", "modules", strings.Join(r.cfg.Preload, ","), "exit_code", s.p.code)
+		s.p.Kill()
+		r.log.Warn("the warm process could not import the preloaded modules; starting cold", "modules", strings.Join(r.cfg.Preload, ","), "exit_code", s.p.ExitCode())
 		return nil
 	}
 	select {
-	case <-s.p.done:
-		r.log.Warn("a warm process had exited; starting cold", "exit_code", s.p.code)
+	case <-s.p.Done():
+		r.log.Warn("a warm process had exited; starting cold", "exit_code", s.p.ExitCode())
 		return nil
 	default:
 		return s
@@ -186,7 +184,7 @@ func (r *runner) takeSpare(slot int) *spare {
 func (r *runner) stopSpares() {
 	for _, s := range r.spares {
 		if s != nil {
-			s.p.kill()
+			s.p.Kill()
 		}
 	}
 	r.spares = nil

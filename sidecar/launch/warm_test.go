@@ -84,7 +84,7 @@ func TestTakeSpareHandsOverOnlyAnImportedProcess(t *testing.T) {
 			}
 			s := <-taken
 			if s != nil {
-				defer s.p.kill()
+				defer s.p.Kill()
 			}
 			if got := s != nil; got != tt.imported {
 				t.Fatalf("takeSpare handed over the warm process: %v, want %v", got, tt.imported)

@@ -1,0 +1,100 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// Process is a started command in a process group of its own, so that a
+// signal reaches everything it started (a trainer's data loader workers,
+// a shell's children), and its end. Its one goroutine waits for the
+// command and ends with it: Kill or Stop end the process and return once
+// that goroutine has.
+type Process struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed once the command exited; code is set then
+	code int
+}
+
+// StartProcess starts cmd as the leader of a new process group. cmd must
+// not be started yet; its SysProcAttr is kept except for Setpgid.
+func StartProcess(cmd *exec.Cmd) (*Process, error) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &Process{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		cmd.Wait() //nolint:errcheck // the exit status is read below; I/O copy errors are the writers'
+		p.code = exitCode(cmd.ProcessState)
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Pid is the process's id, also its process group's.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed once the process exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// ExitCode waits for the process's end and returns its exit code: 128+N
+// when signal N ended it, as a shell reports it.
+func (p *Process) ExitCode() int {
+	<-p.done
+	return p.code
+}
+
+// Signal sends sig to the process's group. Once the process has ended it
+// sends nothing and returns os.ErrProcessDone: its id may then belong to
+// another process.
+func (p *Process) Signal(sig syscall.Signal) error {
+	select {
+	case <-p.done:
+		return os.ErrProcessDone
+	default:
+	}
+	if err := syscall.Kill(-p.Pid(), sig); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("%w: %w", os.ErrProcessDone, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// Kill SIGKILLs the process's group and waits for the process's end.
+func (p *Process) Kill() {
+	p.Signal(syscall.SIGKILL) //nolint:errcheck // a group already gone is what Kill wants
+	<-p.done
+}
+
+// Stop sends SIGTERM to the process's group, SIGKILL after grace if the
+// process has not exited by then, and waits for its end.
+func (p *Process) Stop(grace time.Duration) {
+	if err := p.Signal(syscall.SIGTERM); errors.Is(err, os.ErrProcessDone) {
+		<-p.done // it is gone, or will be at once
+		return
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+		p.Kill()
+	}
+}
+
+func exitCode(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}

@@ -1,0 +1,28 @@
+// Package quantile is the one definition of a percentile in ringside: the
+// step-time percentiles a sidecar stores in its status and the figures the
+// benchmarks print are computed alike, so they compare.
+//
+// The method is nearest rank: the q-quantile of n values is the smallest
+// value that at least q*n of them do not exceed, i.e. the ceil(q*n)-th
+// smallest. It is always one of the values (a step time that happened, not
+// an interpolation), the median of an even count is the lower middle, and
+// q = 1 is the maximum.
+package quantile
+
+import (
+	"math"
+	"slices"
+)
+
+// Of returns the q-quantile (0 <= q <= 1) of xs by nearest rank, 0 for no
+// values. xs is not modified.
+func Of(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	// q is mostly a decimal like 0.95 that float64 holds only nearly: the
+	// tolerance keeps q*n = 19.000000000000004 from rounding up to 20.
+	rank := int(math.Ceil(q*float64(len(s)) - 1e-9))
+	return s[min(max(rank, 1), len(s))-1]
+}
