@@ -37,8 +37,15 @@ func (m *Member) campaign(ctx context.Context, sess *concurrency.Session) {
 		if err == nil {
 			m.leader.Store(true)
 			m.log.Info("elected leader")
-			err = m.lead(ctx, sess, key, rev)
+			var committed bool
+			committed, err = m.lead(ctx, sess, key, rev)
 			m.leader.Store(false)
+			if committed {
+				// A term that committed was healthy: the next campaign
+				// starts from the shortest wait, not one that grew over
+				// every interruption since the member started.
+				bo.Reset()
+			}
 		}
 		if ctx.Err() != nil {
 			return
@@ -63,17 +70,17 @@ type leaderState struct {
 }
 
 // lead follows members/ and commits generations while leaderKey (created
-// at fence) is held. It
-// returns when ctx ends, the session is lost, a watch fails, or a commit is
-// fenced off.
-func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey string, fence int64) error {
+// at fence) is held. It returns when ctx ends, the session is lost, a watch
+// fails, or a commit is fenced off; committed says whether this term
+// committed anything.
+func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey string, fence int64) (committed bool, err error) {
 	client, cfg := m.job.client, m.job.cfg
 	membersPrefix := cfg.Prefix() + record.MembersDir
 	genKey := m.job.genKey()
 
 	resp, err := client.Get(ctx, membersPrefix, clientv3.WithPrefix())
 	if err != nil {
-		return fmt.Errorf("read members: %w", err)
+		return false, fmt.Errorf("read members: %w", err)
 	}
 	rev := resp.Header.Revision
 	st := &leaderState{members: make(map[string]record.MemberInfo, len(resp.Kvs)), memberRev: rev}
@@ -82,7 +89,7 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 	}
 	gresp, err := client.Get(ctx, genKey, clientv3.WithRev(rev))
 	if err != nil {
-		return fmt.Errorf("read generation: %w", err)
+		return false, fmt.Errorf("read generation: %w", err)
 	}
 	for _, kv := range gresp.Kvs {
 		m.applyGeneration(st, kv.Value, kv.ModRevision)
@@ -96,17 +103,17 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 	c := committer{m: m, st: st, fence: fence, leaderKey: leaderKey}
 	defer c.stopTimer()
 	if err := c.evaluate(ctx, time.Now()); err != nil {
-		return err
+		return c.committed, err
 	}
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return c.committed, ctx.Err()
 		case <-sess.Done():
-			return errors.New("session lost")
+			return c.committed, errors.New("session lost")
 		case wr, ok := <-memberWatch:
 			if !ok || wr.Err() != nil {
-				return fmt.Errorf("members watch ended: %v", wr.Err())
+				return c.committed, fmt.Errorf("members watch ended: %v", wr.Err())
 			}
 			joinsOnly := true
 			for _, ev := range wr.Events {
@@ -128,29 +135,20 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 			}
 		case wr, ok := <-genWatch:
 			if !ok || wr.Err() != nil {
-				return fmt.Errorf("generation watch ended: %v", wr.Err())
+				return c.committed, fmt.Errorf("generation watch ended: %v", wr.Err())
 			}
-			for _, ev := range wr.Events {
-				if ev.Kv.ModRevision == st.genRev {
-					continue // our own commit
-				}
-				if ev.Type == clientv3.EventTypeDelete {
-					st.genRev = 0
-					continue
-				}
-				m.applyGeneration(st, ev.Kv.Value, ev.Kv.ModRevision)
-			}
+			m.applyGenerationEvents(st, wr.Events)
 		case <-c.timerC:
 			c.timerC = nil
 			if next, d := cfg.plan(st.gen, st.members); next != nil {
 				if err := c.commit(ctx, next, d); err != nil {
-					return err
+					return c.committed, err
 				}
 			}
 			continue
 		}
 		if err := c.evaluate(ctx, time.Now()); err != nil {
-			return err
+			return c.committed, err
 		}
 	}
 }
@@ -166,6 +164,25 @@ func (m *Member) applyMember(st *leaderState, key string, value []byte, createRe
 	}
 	info.JoinRevision = createRev
 	st.members[info.ID] = info
+}
+
+// applyGenerationEvents records what the generation watch delivered. An
+// event at or below the revision already applied is one of our own
+// commits (the leader may commit twice before the watch delivers the
+// first); taking it for a foreign write would roll the leader back to an
+// older generation and fence its next commit. A deleted key keeps the
+// generation we know, so numbers go on growing; the next commit then
+// expects the key to be absent.
+func (m *Member) applyGenerationEvents(st *leaderState, events []*clientv3.Event) {
+	for _, ev := range events {
+		switch {
+		case ev.Kv.ModRevision <= st.genRev:
+		case ev.Type == clientv3.EventTypeDelete:
+			st.genRev = 0
+		default:
+			m.applyGeneration(st, ev.Kv.Value, ev.Kv.ModRevision)
+		}
+	}
 }
 
 // applyGeneration records a stored generation. A malformed one is reported
@@ -194,6 +211,7 @@ type committer struct {
 	timer     *time.Timer
 	timerC    <-chan time.Time
 	firstJoin time.Time
+	committed bool // this term committed a generation
 }
 
 // evaluate commits the planned generation at once if it removes anyone, or
@@ -271,7 +289,7 @@ func (c *committer) commit(ctx context.Context, next *record.Generation, d delta
 	if !resp.Succeeded {
 		return fmt.Errorf("commit generation %d: %w", next.Number, errFenced)
 	}
-	c.st.gen, c.st.genRev = next, resp.Header.Revision
+	c.st.gen, c.st.genRev, c.committed = next, resp.Header.Revision, true
 	m.log.Info("committed generation", "generation", next.Number, "world_size", next.WorldSize,
 		"members", len(next.Members), "paused", next.Paused, "reason", next.Reason)
 	return nil
