@@ -20,6 +20,7 @@ import (
 	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/sidecar"
 	"github.com/ringside/ringside/sidecar/api"
+	"github.com/ringside/ringside/sidecar/api/apitest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden answers in api/testdata")
@@ -27,37 +28,6 @@ var update = flag.Bool("update", false, "rewrite the golden answers in api/testd
 // fixtures holds the trainer API's golden answers and requests; the Python
 // client's tests serve and parse the same files.
 const fixtures = "api/testdata"
-
-// exchange is one entry of fixtures/exchanges.json: which endpoint
-// answered a golden file, with which status.
-type exchange struct {
-	Method  string `json:"method"`
-	Path    string `json:"path"`
-	Status  int    `json:"status"`
-	Request string `json:"request,omitempty"`
-	Answer  string `json:"answer,omitempty"`
-}
-
-// exchangeOf returns the exchange that names file as its answer or
-// request.
-func exchangeOf(t *testing.T, file string) exchange {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(fixtures, "exchanges.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var all []exchange
-	if err := json.Unmarshal(b, &all); err != nil {
-		t.Fatalf("exchanges.json: %v", err)
-	}
-	for _, ex := range all {
-		if ex.Answer == file || ex.Request == file {
-			return ex
-		}
-	}
-	t.Fatalf("exchanges.json does not name %s: add its endpoint and status", file)
-	return exchange{}
-}
 
 // Times differ on every run; the golden files hold these instead.
 var (
@@ -74,7 +44,7 @@ func normaliseTimes(b []byte) []byte {
 // golden file, or rewrites the file with -update.
 func checkAnswer(t *testing.T, file, method, target string, code int, body []byte) {
 	t.Helper()
-	ex := exchangeOf(t, file)
+	ex := apitest.Of(t, fixtures, file)
 	u, err := url.Parse(target)
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +59,7 @@ func checkAnswer(t *testing.T, file, method, target string, code int, body []byt
 // file (or rewrites the file with -update) and returns it.
 func goldenRequest(t *testing.T, file string, v any) string {
 	t.Helper()
-	exchangeOf(t, file)
+	apitest.Of(t, fixtures, file)
 	b, err := json.Marshal(v)
 	if err != nil {
 		t.Fatal(err)

@@ -12,34 +12,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ringside/ringside/sidecar/api"
+	"github.com/ringside/ringside/sidecar/api/apitest"
 )
 
-// exchange is one entry of testdata/exchanges.json.
-type exchange struct {
-	Method  string `json:"method"`
-	Path    string `json:"path"`
-	Status  int    `json:"status"`
-	Request string `json:"request,omitempty"`
-	Answer  string `json:"answer,omitempty"`
-}
-
-func exchanges(t *testing.T) []exchange {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "exchanges.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var all []exchange
-	if err := dec.Decode(&all); err != nil {
-		t.Fatalf("exchanges.json: %v", err)
-	}
-	return all
-}
-
-// bodyType returns a new value of the type a fixture of ex holds.
-func bodyType(t *testing.T, ex exchange, request bool) any {
+func bodyType(t *testing.T, ex apitest.Exchange, request bool) any {
 	t.Helper()
 	switch {
 	case request && ex.Path == "/v1/heartbeat":
@@ -65,7 +41,7 @@ func bodyType(t *testing.T, ex exchange, request bool) any {
 // differently, fails here before a client sees it.
 func TestFixturesRoundTripExactly(t *testing.T) {
 	named := map[string]bool{"exchanges.json": true}
-	for _, ex := range exchanges(t) {
+	for _, ex := range apitest.Exchanges(t, "testdata") {
 		for _, f := range []struct {
 			file    string
 			request bool
