@@ -55,12 +55,12 @@ func TestPlanLeavesWhatTheEnvironmentSet(t *testing.T) {
 			name:  "the defaults are applied on a large node",
 			cfg:   DefaultConfig(),
 			procs: 96,
-			want:  settings{gcPercent: intp(100), memoryLimit: 64 * MiB, maxProcs: 2},
+			want:  settings{gcPercent: intp(100), memoryLimit: 64 * MiB, maxProcs: 1},
 		},
 		{
 			name:  "GOMAXPROCS is never raised",
-			cfg:   DefaultConfig(),
-			procs: 1,
+			cfg:   Config{GCPercent: 100, MemoryLimit: 64 * MiB, MaxProcs: 4},
+			procs: 2,
 			want:  settings{gcPercent: intp(100), memoryLimit: 64 * MiB},
 		},
 		{
@@ -74,7 +74,7 @@ func TestPlanLeavesWhatTheEnvironmentSet(t *testing.T) {
 			name:  "a variable set to empty still counts as set",
 			cfg:   DefaultConfig(),
 			env:   map[string]string{"GOGC": ""},
-			procs: 2,
+			procs: 1,
 			want:  settings{memoryLimit: 64 * MiB},
 		},
 		{
