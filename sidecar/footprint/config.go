@@ -69,7 +69,13 @@ type Config struct {
 //     milliseconds, well inside the 100 ms probe timeout, and the runtime
 //     preempts any goroutine that runs for 10 ms.
 //   - ReleaseStartupPages true: the executable's pages in the resident set
-//     fell from 28 to about 18 MiB (37 to 26 MiB in all).
+//     fell from 28 to about 18 MiB (37 to 26 MiB in all) half a minute after
+//     the release, and the whole resident set was 28 MiB after the bench's
+//     idle minute: the running sidecar maps back what it uses, chiefly the
+//     runtime's tables for the frames the collector finds on its stacks.
+//
+// With all of it the bench measured 28.1 MiB and 0.55% of a core (medians
+// of 3 runs), against 55.7 MiB and 1.07% with client-go's clientset linked.
 func DefaultConfig() Config {
 	return Config{
 		GCPercent:           100,
