@@ -74,8 +74,9 @@ type Config struct {
 //     idle minute: the running sidecar maps back what it uses, chiefly the
 //     runtime's tables for the frames the collector finds on its stacks.
 //
-// With all of it the bench measured 28.1 MiB and 0.55% of a core (medians
-// of 3 runs), against 55.7 MiB and 1.07% with client-go's clientset linked.
+// With all of it the bench measured 28.1 MiB and 0.55-0.70% of a core
+// (medians of two sets of 3 runs), against 55.7 MiB and 1.07% with
+// client-go's clientset linked.
 func DefaultConfig() Config {
 	return Config{
 		GCPercent:           100,
