@@ -21,6 +21,7 @@ import (
 	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/netopt"
 	"github.com/ringside/ringside/sidecar/api"
+	"github.com/ringside/ringside/sidecar/footprint"
 	"github.com/ringside/ringside/sidecar/gossip"
 	"github.com/ringside/ringside/sidecar/preempt"
 	"github.com/ringside/ringside/sidecar/sockreset"
@@ -118,6 +119,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	defer a.shutdown()
 	close(a.started)
 	a.log.Info("sidecar running", "api", a.cfg.Socket, "gossip", a.gossip.LocalAddr())
+	released := !a.cfg.Footprint.ReleaseStartupPages
 	for {
 		select {
 		case g, open := <-a.member.Generations():
@@ -126,6 +128,12 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			}
 			a.setGeneration(g)
 			a.seedGossip(runCtx)
+			if !released {
+				// Start-up is over: the member is in a generation and
+				// gossips with its peers.
+				released = true
+				a.releaseStartupPages()
+			}
 		case d := <-a.deadCh:
 			a.handleDead(runCtx, d)
 		case reason := <-a.drainCh:
@@ -478,4 +486,15 @@ func (a *Agent) gossipSuspects() float64 {
 		return 0
 	}
 	return float64(a.gossip.Suspects())
+}
+
+// releaseStartupPages unmaps the executable's pages that starting up
+// touched (see footprint.ReleaseStartupPages).
+func (a *Agent) releaseStartupPages() {
+	n, err := footprint.ReleaseStartupPages()
+	if err != nil {
+		a.log.Warn("could not release startup pages; the sidecar keeps them", "err", err)
+		return
+	}
+	a.log.Debug("startup pages released", "mib", n/footprint.MiB)
 }

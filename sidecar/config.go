@@ -10,6 +10,7 @@ import (
 
 	"github.com/ringside/ringside/coordinator"
 	"github.com/ringside/ringside/coordinator/record"
+	"github.com/ringside/ringside/sidecar/footprint"
 	"github.com/ringside/ringside/sidecar/gossip"
 	"github.com/ringside/ringside/sidecar/preempt"
 )
@@ -57,6 +58,10 @@ type Config struct {
 	// AwaitTrainer joins the member pending: it enters the ring once its
 	// trainer first asks for a rendezvous, not while it is still starting.
 	AwaitTrainer bool
+	// Footprint is how the sidecar process sets up the Go runtime
+	// (footprint.Apply, called by the command) and whether the agent
+	// releases its startup pages once it holds its first generation.
+	Footprint footprint.Config
 }
 
 // DefaultConfig returns the defaults, taking the member id, address and
@@ -79,6 +84,7 @@ func DefaultConfig() Config {
 		DrainTaints:    preempt.DefaultTaints(),
 		NodeWatch:      true,
 		SysfsRoot:      "/sys",
+		Footprint:      footprint.DefaultConfig(),
 	}
 }
 
@@ -119,6 +125,9 @@ func (c Config) Validate() error {
 	}
 	if c.StatusInterval <= 0 {
 		errs = append(errs, fmt.Errorf("status interval must be positive, got %s", c.StatusInterval))
+	}
+	if err := c.Footprint.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

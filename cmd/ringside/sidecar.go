@@ -10,11 +10,13 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ringside/ringside/sidecar"
+	"github.com/ringside/ringside/sidecar/footprint"
 )
 
 func newSidecarCmd() *cobra.Command {
 	cfg := sidecar.DefaultConfig()
 	var topology, labels string
+	memoryLimitMiB := cfg.Footprint.MemoryLimit / footprint.MiB
 	cmd := &cobra.Command{
 		Use:   "sidecar",
 		Short: "Run the per-pod agent: membership, gossip failure detection, drain, trainer API",
@@ -55,6 +57,10 @@ RINGSIDE_ETCD_ENDPOINTS, and so on.`,
 				}
 				cfg.NodeLabels = m
 			}
+			cfg.Footprint.MemoryLimit = memoryLimitMiB * footprint.MiB
+			if err := footprint.Apply(cfg.Footprint, slog.Default()); err != nil {
+				return err
+			}
 			agent, err := sidecar.New(cfg, slog.Default())
 			if err != nil {
 				return err
@@ -93,6 +99,8 @@ RINGSIDE_ETCD_ENDPOINTS, and so on.`,
 	f.BoolVar(&cfg.AwaitTrainer, "await-trainer", cfg.AwaitTrainer, "join pending and enter the ring when the trainer first asks for a rendezvous or the event stream, so a slowly starting trainer (importing torch, loading data) does not stall the others; leave off for Horovod (its launcher asks for the hosts, not each worker)")
 	f.BoolVar(&cfg.NodeWatch, "node-watch", cfg.NodeWatch, "watch this pod's Node for termination taints (needs in-cluster credentials)")
 	f.StringVar(&cfg.SysfsRoot, "sysfs-root", cfg.SysfsRoot, "where netopt reads the node's topology")
+	f.Int64Var(&memoryLimitMiB, "memory-limit", memoryLimitMiB, "soft limit of the sidecar's Go memory in MiB, which the collector keeps to (0: none; GOMEMLIMIT wins)")
+	f.BoolVar(&cfg.Footprint.ReleaseStartupPages, "release-startup-pages", cfg.Footprint.ReleaseStartupPages, "once running, unmap the executable's pages that only starting up used")
 	return cmd
 }
 

@@ -93,6 +93,7 @@ func memberlistConfig(cfg Config) *memberlist.Config {
 	mc.GossipToTheDeadTime = cfg.GossipToTheDeadTime
 	mc.DeadNodeReclaimTime = cfg.DeadNodeReclaimTime
 	mc.TCPTimeout = cfg.StreamTimeout
+	mc.EnableCompression = cfg.Compress
 	return mc
 }
 

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 const (
@@ -36,6 +37,25 @@ func newNode(name string, step int, taints ...corev1.Taint) *corev1.Node {
 	}
 }
 
+// fakeNodes is a fake clientset's Node client as Watch consumes it. It
+// passes on the clientset's word that it cannot stream a watch list, so
+// that the informer lists and then watches, which the fake can serve.
+type fakeNodes struct {
+	typedcorev1.NodeInterface
+	clientset *fake.Clientset
+}
+
+var _ NodeClient = fakeNodes{}
+
+func (f fakeNodes) IsWatchListSemanticsUnSupported() bool {
+	return f.clientset.IsWatchListSemanticsUnSupported()
+}
+
+// nodesOf returns the Node client of a fake clientset.
+func nodesOf(client *fake.Clientset) NodeClient {
+	return fakeNodes{NodeInterface: client.CoreV1().Nodes(), clientset: client}
+}
+
 // watchRun is one Watch under test, running on its own goroutine.
 type watchRun struct {
 	t      *testing.T
@@ -53,18 +73,26 @@ type watchRun struct {
 // and stops it when the test ends.
 func startWatch(t *testing.T, client *fake.Clientset, cfg Config) *watchRun {
 	t.Helper()
+	r := startWatchOn(t, nodesOf(client), cfg)
+	r.client = client
+	return r
+}
+
+// startWatchOn is startWatch on any Node client; the watchRun's update
+// needs a fake clientset, so it cannot be used with the result.
+func startWatchOn(t *testing.T, nodes NodeClient, cfg Config) *watchRun {
+	t.Helper()
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &watchRun{
 		t:      t,
-		client: client,
 		calls:  make(chan string, 16),
 		done:   make(chan error, 1),
 		cancel: cancel,
 		notify: make(chan struct{}, 1),
 	}
 	go func() {
-		r.done <- watchNode(ctx, client, cfg, func(taint string) { r.calls <- taint }, r.observe)
+		r.done <- watchNode(ctx, nodes, cfg, func(taint string) { r.calls <- taint }, r.observe)
 	}()
 	t.Cleanup(func() { r.stop() })
 	return r

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -37,18 +36,18 @@ var ErrNoAccess = errors.New("preempt: the API server refused to list or watch t
 // error: one wrapping ErrInvalidConfig for a bad cfg, a nil client or a nil
 // onTermination, or one wrapping ErrNoAccess (see there). Other API errors
 // are logged and retried with the informer's backoff.
-func Watch(ctx context.Context, client kubernetes.Interface, cfg Config, onTermination func(taint string)) error {
+func Watch(ctx context.Context, client NodeClient, cfg Config, onTermination func(taint string)) error {
 	return watchNode(ctx, client, cfg, onTermination, nil)
 }
 
 // watchNode is Watch with a hook that tests use to learn that the handler has
 // seen a version of the node; seen may be nil.
-func watchNode(ctx context.Context, client kubernetes.Interface, cfg Config, onTermination func(taint string), seen func(*corev1.Node)) error {
+func watchNode(ctx context.Context, client NodeClient, cfg Config, onTermination func(taint string), seen func(*corev1.Node)) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	if client == nil {
-		return fmt.Errorf("%w: nil Kubernetes client", ErrInvalidConfig)
+		return fmt.Errorf("%w: nil Node client", ErrInvalidConfig)
 	}
 	if onTermination == nil {
 		return fmt.Errorf("%w: nil onTermination callback", ErrInvalidConfig)
@@ -118,9 +117,8 @@ func newNodeWatch(cfg Config, seen func(*corev1.Node)) *nodeWatch {
 // informer returns an informer on the one node, with w's handlers added. The
 // field selector keeps the API server from sending anything about the rest of
 // the cluster.
-func (w *nodeWatch) informer(client kubernetes.Interface, resync time.Duration) (cache.SharedIndexInformer, error) {
+func (w *nodeWatch) informer(nodes NodeClient, resync time.Duration) (cache.SharedIndexInformer, error) {
 	selector := fields.OneTermEqualSelector(metav1.ObjectNameField, w.name).String()
-	nodes := client.CoreV1().Nodes()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			if !w.lists.start() {
@@ -139,8 +137,10 @@ func (w *nodeWatch) informer(client kubernetes.Interface, resync time.Duration) 
 			return wi, err
 		},
 	}
+	// A client that says it cannot stream a watch list (a fake) is listed
+	// and then watched; any other is asked for the streaming list first.
 	informer := cache.NewTypedSharedIndexInformer[*corev1.Node](cache.NewSharedIndexInformerWithOptions(
-		cache.ToListWatcherWithWatchListSemantics(lw, client),
+		cache.ToListWatcherWithWatchListSemantics(lw, nodes),
 		&corev1.Node{},
 		cache.SharedIndexInformerOptions{ResyncPeriod: resync},
 	))

@@ -301,7 +301,7 @@ func TestWatchReturnsNilWhenContextEnds(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		client := fake.NewClientset(newNode(testNode, 0, taint(TaintClusterAutoscaler)))
-		err := Watch(ctx, client, DefaultConfig(testNode), func(string) {})
+		err := Watch(ctx, nodesOf(client), DefaultConfig(testNode), func(string) {})
 		if err != nil {
 			t.Errorf("Watch returned %v, want nil", err)
 		}
@@ -350,7 +350,7 @@ func TestWatchRejectsBadArguments(t *testing.T) {
 			if tt.client == nil {
 				err = Watch(t.Context(), nil, tt.cfg, tt.onTermination)
 			} else {
-				err = Watch(t.Context(), tt.client, tt.cfg, tt.onTermination)
+				err = Watch(t.Context(), nodesOf(tt.client), tt.cfg, tt.onTermination)
 			}
 			if !errors.Is(err, ErrInvalidConfig) {
 				t.Errorf("Watch returned %v, want ErrInvalidConfig", err)
