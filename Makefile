@@ -10,9 +10,10 @@ PYTHON  ?= /usr/bin/python3
 
 all: build
 
+## build: static binaries (no libc: what the container image ships)
 build:
-	$(GO) build -o $(BIN) ./cmd/ringside
-	$(GO) build -o bin/ringtrainer ./examples/ringtrainer
+	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/ringside
+	CGO_ENABLED=0 $(GO) build -o bin/ringtrainer ./examples/ringtrainer
 
 ## demo: embedded etcd, several workers, a crash, a scale-up and a drain
 demo: build

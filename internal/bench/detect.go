@@ -56,6 +56,9 @@ type DetectResult struct {
 	CommitP95S     float64 `json:"commit_p95_s"`
 	FalsePositives int     `json:"false_positives"`
 	SidecarRSSMiB  float64 `json:"sidecar_rss_mib"`
+	// SidecarAnonMiB is the sidecar's own part of SidecarRSSMiB; the rest
+	// is pages of the executable, shared by every sidecar on the machine.
+	SidecarAnonMiB float64 `json:"sidecar_rss_anon_mib"`
 	SidecarCPUPct  float64 `json:"sidecar_cpu_pct"`
 }
 
@@ -149,6 +152,7 @@ idleLoop:
 	}
 	res.SidecarCPUPct = 100 * (cpuSeconds(probe.SidecarPID()) - cpu0) / time.Since(t0).Seconds()
 	res.SidecarRSSMiB = rssMiB(probe.SidecarPID())
+	res.SidecarAnonMiB = anonMiB(probe.SidecarPID())
 
 	var detects, commits []float64
 	for k := range cfg.Kills {

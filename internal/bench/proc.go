@@ -8,13 +8,21 @@ import (
 )
 
 // rssMiB reads the resident set size of pid.
-func rssMiB(pid int) float64 {
+func rssMiB(pid int) float64 { return statusMiB(pid, "VmRSS:") }
+
+// anonMiB reads the anonymous part of pid's resident set: its own memory,
+// without the pages of the executable it shares with every process running
+// the same file.
+func anonMiB(pid int) float64 { return statusMiB(pid, "RssAnon:") }
+
+// statusMiB reads a kB field of /proc/<pid>/status, in MiB; 0 if missing.
+func statusMiB(pid int, field string) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field {
 			kb, _ := strconv.ParseFloat(f[1], 64)
 			return kb / 1024
 		}
