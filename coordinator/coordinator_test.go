@@ -212,7 +212,7 @@ func TestPendingMemberIsPlacedOnceActive(t *testing.T) {
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("members/e: %v, %d values", err, len(resp.Kvs))
 	}
-	info, err := record.DecodeMember(string(resp.Kvs[0].Key), resp.Kvs[0].Value)
+	info, err := record.DecodeMember(string(resp.Kvs[0].Key), resp.Kvs[0].Value, resp.Kvs[0].CreateRevision)
 	if err != nil || info.State != record.StateDraining {
 		t.Fatalf("members/e after Activate: %+v, %v; want state draining", info, err)
 	}

@@ -156,13 +156,12 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 // applyMember records a members/ value, or drops the member if the value is
 // malformed.
 func (m *Member) applyMember(st *leaderState, key string, value []byte, createRev int64) {
-	info, err := record.DecodeMember(key, value)
+	info, err := record.DecodeMember(key, value, createRev)
 	if err != nil {
 		m.job.reportBad(key, err)
 		delete(st.members, key[strings.LastIndexByte(key, '/')+1:])
 		return
 	}
-	info.JoinRevision = createRev
 	st.members[info.ID] = info
 }
 

@@ -36,12 +36,11 @@ func (j *Job) Members(ctx context.Context) ([]record.MemberInfo, error) {
 	}
 	out := make([]record.MemberInfo, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		info, err := record.DecodeMember(string(kv.Key), kv.Value)
+		info, err := record.DecodeMember(string(kv.Key), kv.Value, kv.CreateRevision)
 		if err != nil {
 			j.reportBad(string(kv.Key), err)
 			continue
 		}
-		info.JoinRevision = kv.CreateRevision
 		out = append(out, info)
 	}
 	return out, nil

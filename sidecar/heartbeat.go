@@ -53,9 +53,10 @@ func (a *Agent) status() (record.Status, bool) {
 	if gen == 0 && a.gen != nil {
 		gen = a.gen.Number
 	}
+	p := quantile.Each(b.times, 0.5, 0.9)
 	return record.Status{
 		Step: b.last.Step, Samples: b.last.Samples, SamplesPerSec: b.samples,
-		StepTimeS: b.last.StepTimeS, StepTimeP50S: quantile.Of(b.times, 0.5), StepTimeP90S: quantile.Of(b.times, 0.9),
+		StepTimeS: b.last.StepTimeS, StepTimeP50S: p[0], StepTimeP90S: p[1],
 		Generation: gen, Time: b.at,
 	}, true
 }

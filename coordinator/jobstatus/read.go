@@ -79,12 +79,11 @@ func parse(prefix string, kvs []*mvccpb.KeyValue) *contents {
 }
 
 func (c *contents) addMember(id string, kv *mvccpb.KeyValue) error {
-	info, err := record.DecodeMember(string(kv.Key), kv.Value)
+	info, err := record.DecodeMember(string(kv.Key), kv.Value, kv.CreateRevision)
 	if err != nil {
 		c.malformed[id] = true
 		return err
 	}
-	info.JoinRevision = kv.CreateRevision
 	c.registered = append(c.registered, info)
 	return nil
 }

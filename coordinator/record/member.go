@@ -28,7 +28,7 @@ type MemberInfo struct {
 	Incarnation int64 `json:"incarnation,omitempty"`
 
 	// JoinRevision is the etcd CreateRevision of the member's key: the order
-	// in which members joined. Filled in by readers, never stored.
+	// in which members joined. Filled in by DecodeMember, never stored.
 	JoinRevision int64 `json:"-"`
 }
 
@@ -53,8 +53,9 @@ func (m MemberInfo) Validate() error {
 }
 
 // DecodeMember decodes and checks the value stored under key, a
-// members/<id> key: the record must be valid and name the key's id.
-func DecodeMember(key string, value []byte) (MemberInfo, error) {
+// members/<id> key created at etcd revision createRev: the record must be
+// valid and name the key's id. createRev becomes its JoinRevision.
+func DecodeMember(key string, value []byte, createRev int64) (MemberInfo, error) {
 	var info MemberInfo
 	err := json.Unmarshal(value, &info)
 	if err == nil {
@@ -66,5 +67,6 @@ func DecodeMember(key string, value []byte) (MemberInfo, error) {
 	if err != nil {
 		return info, fmt.Errorf("malformed member: %w", err)
 	}
+	info.JoinRevision = createRev
 	return info, nil
 }

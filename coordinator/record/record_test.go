@@ -22,7 +22,7 @@ func TestDecodeMember(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			info, err := DecodeMember(tt.key, []byte(tt.value))
+			info, err := DecodeMember(tt.key, []byte(tt.value), 0)
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Fatalf("DecodeMember: %v", err)

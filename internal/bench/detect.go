@@ -180,8 +180,9 @@ idleLoop:
 			return DetectResult{}, err
 		}
 	}
-	res.DetectP50S, res.DetectP95S = quantile.Of(detects, 0.5), quantile.Of(detects, 0.95)
-	res.CommitP50S, res.CommitP95S = quantile.Of(commits, 0.5), quantile.Of(commits, 0.95)
+	d, c := quantile.Each(detects, 0.5, 0.95), quantile.Each(commits, 0.5, 0.95)
+	res.DetectP50S, res.DetectP95S = d[0], d[1]
+	res.CommitP50S, res.CommitP95S = c[0], c[1]
 	return res, nil
 }
 

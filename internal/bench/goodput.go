@@ -306,6 +306,7 @@ func Goodput(ctx context.Context, cfg GoodputConfig, progress io.Writer) (Goodpu
 	res.ExpectedSteps = res.BaselineStepsPerS * elapsed.Seconds()
 	res.Goodput = float64(res.UsefulSteps) / res.ExpectedSteps
 	res.SampleGoodput = float64(rec.Samples(s0, s1)) / (res.ExpectedSteps * float64(cfg.Workers))
-	res.StallP50S, res.StallMaxS = quantile.Of(stalls, 0.5), quantile.Of(stalls, 1)
+	p := quantile.Each(stalls, 0.5, 1)
+	res.StallP50S, res.StallMaxS = p[0], p[1]
 	return res, nil
 }

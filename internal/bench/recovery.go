@@ -137,7 +137,8 @@ func Recovery(ctx context.Context, cfg RecoveryConfig, progress io.Writer) (Reco
 		}
 	}
 	fmt.Fprintf(progress, "drained %s: survivors lost %d steps\n", drained.ID, res.DrainLostSteps)
-	res.KillToResumeP50S, res.KillToResumeP95S = quantile.Of(resumes, 0.5), quantile.Of(resumes, 0.95)
+	p := quantile.Each(resumes, 0.5, 0.95)
+	res.KillToResumeP50S, res.KillToResumeP95S = p[0], p[1]
 	res.JoinToTrainP50S = quantile.Of(joins, 0.5)
 	return res, nil
 }

@@ -73,3 +73,16 @@ func TestOfIsTheNearestRank(t *testing.T) {
 		}
 	})
 }
+
+func TestEachAnswersLikeOfForEveryQuantileAsked(t *testing.T) {
+	xs := []float64{10, 1, 9, 2, 8, 3, 7, 4, 6, 5}
+	got := Each(xs, 0.5, 0.95, 0)
+	for i, q := range []float64{0.5, 0.95, 0} {
+		if got[i] != Of(xs, q) {
+			t.Errorf("Each(...)[%d] = %g, Of(xs, %g) = %g", i, got[i], q, Of(xs, q))
+		}
+	}
+	if got := Each(nil, 0.5, 0.9); len(got) != 2 || got[0] != 0 || got[1] != 0 {
+		t.Errorf("Each(nil, 0.5, 0.9) = %v, want [0 0]", got)
+	}
+}
