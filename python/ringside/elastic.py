@@ -234,7 +234,7 @@ class _Trainer:
             return False, None, None
         except _group.FormationFailed as e:
             return False, None, self.broken(r, e)
-        group.stuck_after, group.on_stuck = self.stuck_restart_after, _reexec
+        group.stuck_after, group.on_stuck = self.stuck_restart_after, lambda g: _leave_stuck(g, watcher.draining)
         watcher.attach(group, [m.id for m in r.members])
         state.rank, state.world_size, state.generation, state.member = group.rank, group.world_size, r.generation, r.member
         try:
@@ -306,19 +306,37 @@ class _Trainer:
             log.info("reported the failed collective to the sidecar, naming %s", ", ".join(peers))
 
 
-def _reexec(group):
-    """Replaces this process with a fresh run of the same command: the way
-    out of a collective gloo will not fail. The sidecar keeps the member in
-    the job; the new process rejoins the current generation and syncs."""
-    argv = list(getattr(sys, "orig_argv", None) or [sys.executable] + sys.argv)
-    log.warning("re-executing this trainer to leave the blocked collective of generation %d: %s",
-                group.generation, " ".join(argv))
+def _leave_stuck(group, draining):
+    """The way out of a collective gloo will not fail. A member that drains
+    has nothing left to do there (its steps are committed and the others
+    train on without it), so the process exits 0 as a drained trainer does;
+    re-executing it would only wait for a sidecar that has left. Any other
+    member re-executes and rejoins."""
+    if not draining:
+        _reexec(group)
+        return
+    log.info("drained: leaving the blocked collective of generation %d by exiting", group.generation)
+    _flush()
+    os._exit(0)
+
+
+def _flush():
     for f in (sys.stdout, sys.stderr):
         try:
             f.flush()
         except (OSError, ValueError):
             pass
     logging.shutdown()
+
+
+def _reexec(group):
+    """Replaces this process with a fresh run of the same command. The
+    sidecar keeps the member in the job; the new process rejoins the
+    current generation and syncs."""
+    argv = list(getattr(sys, "orig_argv", None) or [sys.executable] + sys.argv)
+    log.warning("re-executing this trainer to leave the blocked collective of generation %d: %s",
+                group.generation, " ".join(argv))
+    _flush()
     try:
         os.execv(sys.executable, argv)
     except OSError as e:

@@ -129,6 +129,35 @@ class ReexecTest(unittest.TestCase):
         self.assertEqual(lines[0][2], lines[1][2], "the pid changed")
         self.assertIn("re-executing this trainer", out.stderr)
 
+    def test_a_draining_member_exits_instead(self):
+        script = textwrap.dedent("""
+            import logging, os, sys
+            sys.path.insert(0, %r)
+            logging.basicConfig(level=logging.INFO)
+            from ringside import elastic
+            print("run", os.environ.get("RUNS", "1"), flush=True)
+            os.environ["RUNS"] = "2"
+            elastic._leave_stuck(type("G", (), {"generation": 3})(), draining=True)
+            print("still here", flush=True)
+        """ % os.path.dirname(HERE))
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.split(), ["run", "1"], "the draining trainer ran again or went on")
+        self.assertIn("drained: leaving the blocked collective", out.stderr)
+
+    def test_an_active_member_runs_again(self):
+        script = textwrap.dedent("""
+            import os, sys
+            sys.path.insert(0, %r)
+            from ringside import elastic
+            print("run", os.environ.get("RUNS", "1"), flush=True)
+            if os.environ.get("RUNS") != "2":
+                os.environ["RUNS"] = "2"
+                elastic._leave_stuck(type("G", (), {"generation": 3})(), draining=False)
+        """ % os.path.dirname(HERE))
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.stdout.split(), ["run", "1", "run", "2"], out.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()
