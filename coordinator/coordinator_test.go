@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -333,38 +332,6 @@ func TestMalformedValuesAreReportedAndIgnored(t *testing.T) {
 		if !strings.Contains(rec.String(), want) {
 			t.Errorf("log does not report %s:\n%s", want, rec.String())
 		}
-	}
-}
-
-func TestRevokeIsForTheLeaderOrOfTheLeader(t *testing.T) {
-	j, _ := testJob(t, func(c *Config) { c.TTL = 60 * time.Second })
-	a := join(t, j, "a")
-	leaderOf(t, a) // campaigns run in the background: let a win first
-	b, c := join(t, j, "b"), join(t, j, "c")
-	await(t, c, "all three", hasIDs("a", "b", "c"))
-	if leader := leaderOf(t, a, b, c); leader != a {
-		t.Fatalf("%s leads, want a (first to campaign)", leader.ID())
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := b.Revoke(ctx, "c"); !errors.Is(err, ErrNotLeader) {
-		t.Fatalf("a follower revoked a follower: %v, want ErrNotLeader", err)
-	}
-	// A dead leader must not hold up the next generation until its 60 s
-	// lease expires: any member may evict it.
-	if err := c.Revoke(ctx, "a"); err != nil {
-		t.Fatalf("a follower could not evict the leader: %v", err)
-	}
-	g := await(t, c, "generation without a", hasIDs("b", "c"))
-	if g.Leader != "b" && g.Leader != "c" {
-		t.Fatalf("generation committed by %q, want the next leader, b or c", g.Leader)
-	}
-	ms, err := j.Members(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ms) != 2 || ms[0].ID != "b" || ms[1].ID != "c" {
-		t.Fatalf("members %+v, want b and c in join order", ms)
 	}
 }
 

@@ -263,6 +263,7 @@ func (c *committer) commit(ctx context.Context, next *record.Generation, d delta
 	next.Leader = m.id
 	next.MemberRevision = c.st.memberRev
 	next.Reason = d.String()
+	next.Left = d.left
 	if h := m.job.cfg.hooks; h != nil && h.beforeCommit != nil {
 		h.beforeCommit(next)
 	}

@@ -178,43 +178,6 @@ func (m *Member) stop() {
 	})
 }
 
-// Revoke evicts member id by revoking its lease. The leader may evict
-// anyone; any member may evict the leader itself, so a dead leader does not
-// hold up the next generation until its lease expires. The sidecar calls it
-// when gossip has confirmed the member dead.
-func (m *Member) Revoke(ctx context.Context, id string) error {
-	if !m.IsLeader() {
-		leader, err := m.job.Leader(ctx)
-		if err != nil {
-			return fmt.Errorf("revoke %s: %w", id, err)
-		}
-		if leader != id {
-			return ErrNotLeader
-		}
-	}
-	return m.Evict(ctx, id)
-}
-
-// Evict revokes member id's lease without asking who leads. It is for
-// deaths this member has confirmed itself (a connection to the member's
-// process was refused: the process is gone), where waiting for the
-// leader's own detection would only add latency.
-func (m *Member) Evict(ctx context.Context, id string) error {
-	resp, err := m.job.client.Get(ctx, m.job.cfg.Prefix()+record.MembersDir+id)
-	if err != nil {
-		return fmt.Errorf("revoke %s: %w", id, err)
-	}
-	if len(resp.Kvs) == 0 {
-		return nil // already gone
-	}
-	lease := clientv3.LeaseID(resp.Kvs[0].Lease)
-	if _, err := m.job.client.Revoke(ctx, lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return fmt.Errorf("revoke %s: %w", id, err)
-	}
-	m.log.Info("revoked member", "revoked", id)
-	return nil
-}
-
 // run keeps the member registered and campaigning until ctx ends. When the
 // session is lost (etcd unreachable for longer than the TTL), it registers
 // again under the same key: if the key survived, the job sees no change.
@@ -227,12 +190,18 @@ func (m *Member) run(ctx context.Context, sess *concurrency.Session) {
 			defer close(campaignDone)
 			m.campaign(lctx, sess)
 		}()
+		refuteDone := make(chan struct{})
+		go func() {
+			defer close(refuteDone)
+			m.refuteWhileAlive(lctx, sess)
+		}()
 		select {
 		case <-ctx.Done():
 		case <-sess.Done():
 		}
 		lcancel()
 		<-campaignDone
+		<-refuteDone
 		if ctx.Err() != nil {
 			return
 		}

@@ -32,16 +32,6 @@ type socketResetter interface {
 	Reset(ctx context.Context, peer net.IP) (int, error)
 }
 
-// deadPeer is a member that gossip (or a trainer's report, confirmed)
-// declared dead.
-type deadPeer struct {
-	name string
-	ip   net.IP
-	// refused: a connection to its gossip port was refused, so its process
-	// is gone for certain.
-	refused bool
-}
-
 // Agent is a running sidecar.
 type Agent struct {
 	cfg     Config
@@ -57,7 +47,6 @@ type Agent struct {
 	gossip *gossip.Gossip
 	resets socketResetter
 
-	deadCh   chan deadPeer
 	drainCh  chan string
 	started  chan struct{}
 	stopping chan struct{}
@@ -69,6 +58,11 @@ type Agent struct {
 	deadAt    map[string]time.Time
 	gossipped map[string]bool // gossip addresses joined
 	beats     heartbeats
+
+	runCtx     context.Context       // lives until the agent stops; set before the API and gossip start
+	suspicions map[string]*suspicion // our standing votes, by suspect
+	checking   map[string]bool       // suspects being checked now
+	announced  map[string]bool       // deaths announced ahead of their generation
 
 	arrived atomic.Bool // the trainer asked for a rendezvous or events (AwaitTrainer)
 
@@ -84,17 +78,19 @@ func New(cfg Config, logger *slog.Logger) (*Agent, error) {
 		logger = slog.Default()
 	}
 	a := &Agent{
-		cfg:       cfg,
-		base:      logger,
-		log:       logger.With("job", cfg.Job.Job, "namespace", cfg.Job.Namespace, "member", cfg.MemberID),
-		events:    newBroadcaster(),
-		deadCh:    make(chan deadPeer, 64),
-		drainCh:   make(chan string, 1),
-		started:   make(chan struct{}),
-		stopping:  make(chan struct{}),
-		changed:   make(chan struct{}),
-		deadAt:    make(map[string]time.Time),
-		gossipped: make(map[string]bool),
+		cfg:        cfg,
+		base:       logger,
+		log:        logger.With("job", cfg.Job.Job, "namespace", cfg.Job.Namespace, "member", cfg.MemberID),
+		events:     newBroadcaster(),
+		drainCh:    make(chan string, 1),
+		started:    make(chan struct{}),
+		stopping:   make(chan struct{}),
+		changed:    make(chan struct{}),
+		deadAt:     make(map[string]time.Time),
+		gossipped:  make(map[string]bool),
+		suspicions: make(map[string]*suspicion),
+		checking:   make(map[string]bool),
+		announced:  make(map[string]bool),
 	}
 	a.metrics = newMetrics(a.gossipMembers, a.gossipSuspects)
 	return a, nil
@@ -112,6 +108,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	defer a.wg.Wait()
 	defer cancel()
 
+	a.runCtx = runCtx
 	if err := a.start(ctx, runCtx); err != nil {
 		a.shutdown()
 		return err
@@ -134,8 +131,6 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 				released = true
 				a.releaseStartupPages()
 			}
-		case d := <-a.deadCh:
-			a.handleDead(runCtx, d)
 		case reason := <-a.drainCh:
 			return a.drain(runCtx, reason)
 		case <-ctx.Done():
@@ -181,7 +176,7 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 		return err
 	}
 	gcfg.Logger = a.log
-	if a.gossip, err = gossip.Start(runCtx, gcfg, gossip.EventsFunc(a.memberDead)); err != nil {
+	if a.gossip, err = gossip.Start(runCtx, gcfg, suspects{a}); err != nil {
 		return fmt.Errorf("start gossip: %w", err)
 	}
 	a.resets = sockreset.New(a.log)
@@ -196,7 +191,11 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 		return err
 	}
 	a.seedGossip(ctx)
-	a.wg.Add(1)
+	a.wg.Add(2)
+	go func() {
+		defer a.wg.Done()
+		a.checkVotes(runCtx)
+	}()
 	go func() {
 		defer a.wg.Done()
 		a.flushHeartbeats(runCtx)
@@ -308,6 +307,7 @@ func (a *Agent) generation() (*record.Generation, <-chan struct{}) {
 func (a *Agent) setGeneration(g *record.Generation) {
 	now := time.Now()
 	a.mu.Lock()
+	prev := a.gen
 	a.gen = g
 	close(a.changed)
 	a.changed = make(chan struct{})
@@ -328,6 +328,7 @@ func (a *Agent) setGeneration(g *record.Generation) {
 		leader = 1
 	}
 	a.metrics.leader.Set(leader)
+	a.announceLeft(prev, g)
 	r := api.NewRendezvous(g, a.cfg.MemberID, a.nccl)
 	a.events.publish(api.Event{Type: api.EventGeneration, Time: now, Generation: r})
 	a.log.Info("generation", "generation", g.Number, "world_size", g.WorldSize, "state", r.State,

@@ -23,4 +23,4 @@ func NewFixedAgent(cfg Config, g *record.Generation, nccl map[string]string) (*A
 func (a *Agent) AnnounceDrain(reason string) { a.announceDrain(reason) }
 
 // AnnounceDead announces member's death, as a confirmed death does first.
-func (a *Agent) AnnounceDead(member string) { a.announceDead(deadPeer{name: member}) }
+func (a *Agent) AnnounceDead(member string) { a.publishDead(member) }

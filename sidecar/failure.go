@@ -4,88 +4,293 @@ import (
 	"context"
 	"errors"
 	"net"
-	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/sidecar/api"
 	"github.com/ringside/ringside/sidecar/sockreset"
 )
 
-// memberDead is gossip's callback; it must not block memberlist.
-func (a *Agent) memberDead(name string, ip net.IP) {
-	a.declareDead(deadPeer{name: name, ip: ip})
+// How a death becomes a new generation. No sidecar acts on its own
+// observation: each one that finds a peer unresponsive (its own gossip
+// probe failed, a check failed, or the trainer's connection to the peer
+// broke and the peer's gossip port does not answer) votes against the
+// peer's registration in etcd (coordinator.Member.Suspect). checkersPerVote
+// other members check the peer at once when a vote appears, so a second,
+// independent observation follows the first within a probe timeout; two
+// votes evict, and the leader commits the generation without the peer. A
+// live peer deletes votes against it, so one confused observer, or a
+// gossip-only partition, evicts nobody. Sockets are reset and the trainer
+// is told only of deaths that are confirmed: the member is in the new
+// generation's Left, or this sidecar's own vote evicted it.
+
+// checkersPerVote is how many members, the ones after the suspect in ring
+// order, check a suspect when another member votes against it.
+const checkersPerVote = 3
+
+// suspicion is this sidecar's vote against one peer.
+type suspicion struct {
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
-func (a *Agent) declareDead(d deadPeer) {
+// suspects is gossip's callback set; its methods must not block memberlist
+// for long (they run on gossip's event goroutine).
+type suspects struct{ a *Agent }
+
+// MemberDead: gossip's verdict came from some member's suspicion timeout;
+// it is a reason to look, not a confirmation.
+func (s suspects) MemberDead(name string, _ net.IP) { s.a.check(name, "gossip declared it dead") }
+
+// MemberSuspect: our own probe found name unresponsive.
+func (s suspects) MemberSuspect(name string, _ net.IP) { s.a.suspect(name, "gossip probe failed") }
+
+// MemberAnswered: name answers again; our vote, if any, goes.
+func (s suspects) MemberAnswered(name string) { s.a.withdraw(name) }
+
+// joined reports whether the agent has joined the job: gossip events may
+// arrive before.
+func (a *Agent) joined() bool {
 	select {
-	case a.deadCh <- d:
+	case <-a.started:
+		return true
 	default:
-		a.log.Warn("dropping a death notice: too many at once", "dead", d.name)
+		return false
 	}
 }
 
-// handleDead reacts to a confirmed death: the trainer's sockets to the
-// peer are destroyed so a blocked collective fails now, and the peer's lease
-// is revoked (by the leader, or by anyone if the peer led) so the next
-// generation is committed without waiting for the lease to expire.
-func (a *Agent) handleDead(ctx context.Context, d deadPeer) {
-	if d.name == a.cfg.MemberID {
+// suspect starts this sidecar's vote against name unless one stands. The
+// vote is retried while etcd fails, so a death during an etcd outage is
+// acted on when etcd returns.
+func (a *Agent) suspect(name, why string) {
+	if name == a.cfg.MemberID || !a.joined() {
 		return
 	}
-	a.announceDead(d)
-	if d.ip != nil && !d.ip.Equal(net.ParseIP(a.cfg.Advertise)) {
-		n, err := a.resets.Reset(ctx, d.ip)
-		switch {
-		case errors.Is(err, sockreset.ErrUnsupported):
-			// logged once by the resetter
-		case err != nil:
-			a.log.Warn("socket reset failed", "dead", d.name, "err", err)
-		case n > 0:
-			a.metrics.socketsReset.Add(float64(n))
-			a.log.Info("destroyed connections to the dead member", "dead", d.name, "sockets", n)
+	a.mu.Lock()
+	if _, ok := a.suspicions[name]; ok {
+		a.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithCancel(a.runCtx)
+	s := &suspicion{cancel: cancel, done: make(chan struct{})}
+	a.suspicions[name] = s
+	a.mu.Unlock()
+	a.log.Info("voting against an unresponsive member", "suspect", name, "why", why)
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		defer close(s.done)
+		verdict := a.vote(ctx, name)
+		if verdict == coordinator.Evicted {
+			a.announceDead(name)
 		}
-	}
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	revoke := a.member.Revoke
-	if d.refused {
-		revoke = a.member.Evict
-	}
-	err := revoke(rctx, d.name)
-	switch {
-	case errors.Is(err, coordinator.ErrNotLeader):
-	case err != nil:
-		a.metrics.etcdErrors.WithLabelValues("revoke").Inc()
-		a.log.Warn("could not evict the dead member", "dead", d.name, "err", err)
+		if verdict != coordinator.Voted {
+			a.mu.Lock()
+			if a.suspicions[name] == s {
+				delete(a.suspicions, name)
+			}
+			a.mu.Unlock()
+		}
+	}()
+}
+
+// vote casts the vote, retrying with backoff until it is stored or ctx
+// ends.
+func (a *Agent) vote(ctx context.Context, name string) coordinator.Verdict {
+	bo := newRetryBackoff()
+	for {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		v, err := a.member.Suspect(actx, name)
+		cancel()
+		if err == nil {
+			a.metrics.votes.WithLabelValues(v.String()).Inc()
+			return v
+		}
+		if ctx.Err() != nil {
+			return coordinator.Gone
+		}
+		a.metrics.etcdErrors.WithLabelValues("suspect").Inc()
+		a.log.Warn("could not vote against a suspect; retrying", "suspect", name, "err", err)
+		select {
+		case <-ctx.Done():
+			return coordinator.Gone
+		case <-time.After(bo.NextBackOff()):
+		}
 	}
 }
 
-// announceDead notes when a member of the generation died (for the
+// withdraw deletes this sidecar's vote against name, which answers again.
+func (a *Agent) withdraw(name string) {
+	a.mu.Lock()
+	s, ok := a.suspicions[name]
+	delete(a.suspicions, name)
+	a.mu.Unlock()
+	if !ok {
+		return
+	}
+	s.cancel()
+	<-s.done
+	ctx, cancel := context.WithTimeout(a.runCtx, 2*time.Second)
+	defer cancel()
+	if err := a.member.Withdraw(ctx, name); err != nil {
+		a.metrics.etcdErrors.WithLabelValues("withdraw").Inc()
+		a.log.Warn("could not withdraw a vote; it goes with this member's lease", "suspect", name, "err", err)
+		return
+	}
+	a.log.Info("suspect answers again; vote withdrawn", "suspect", name)
+}
+
+// check pings name once and votes against it if it does not answer.
+func (a *Agent) check(name, why string) {
+	if name == a.cfg.MemberID || !a.joined() {
+		return
+	}
+	a.mu.Lock()
+	_, voted := a.suspicions[name]
+	checking := a.checking[name]
+	a.checking[name] = true
+	a.mu.Unlock()
+	if voted || checking {
+		return
+	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		answered, err := a.gossip.Check(a.runCtx, name)
+		a.mu.Lock()
+		delete(a.checking, name)
+		a.mu.Unlock()
+		switch {
+		case err != nil:
+			a.log.Debug("could not check a suspect", "suspect", name, "err", err)
+		case !answered:
+			a.suspect(name, why+"; it did not answer a check either")
+		}
+	}()
+}
+
+// checkVotes checks the suspects other members vote against, when this
+// member is one of their checkers.
+func (a *Agent) checkVotes(ctx context.Context) {
+	for v := range a.job.WatchVotes(ctx) {
+		if v.Target == a.cfg.MemberID || v.Voter == a.cfg.MemberID {
+			continue
+		}
+		g, _ := a.generation()
+		if g != nil && isChecker(g, v.Target, v.Voter, a.cfg.MemberID) {
+			a.check(v.Target, v.Voter+" voted against it")
+		}
+	}
+}
+
+// isChecker reports whether me is among the checkersPerVote members after
+// target in g's ring, the voter skipped.
+func isChecker(g *record.Generation, target, voter, me string) bool {
+	i := -1
+	for j, m := range g.Members {
+		if m.ID == target {
+			i = j
+			break
+		}
+	}
+	if i < 0 {
+		return false
+	}
+	n := 0
+	for k := 1; k < len(g.Members) && n < checkersPerVote; k++ {
+		id := g.Members[(i+k)%len(g.Members)].ID
+		if id == voter {
+			continue
+		}
+		if id == me {
+			return true
+		}
+		n++
+	}
+	return false
+}
+
+// announceLeft announces the confirmed deaths of a new generation: members
+// of prev in g.Left not announced already.
+func (a *Agent) announceLeft(prev, g *record.Generation) {
+	for _, id := range g.Left {
+		a.mu.Lock()
+		done := a.announced[id]
+		delete(a.announced, id)
+		a.mu.Unlock()
+		if done || prev == nil || id == a.cfg.MemberID {
+			continue
+		}
+		if m, in := prev.Member(id); in {
+			a.resetSockets(id, net.ParseIP(m.Addr))
+			a.publishDead(id)
+		}
+	}
+}
+
+// announceDead announces a death this sidecar's own vote confirmed, ahead
+// of the generation that follows.
+func (a *Agent) announceDead(name string) {
+	g, _ := a.generation()
+	a.mu.Lock()
+	a.announced[name] = true
+	a.mu.Unlock()
+	if g != nil {
+		if m, in := g.Member(name); in {
+			a.resetSockets(name, net.ParseIP(m.Addr))
+		}
+	}
+	a.publishDead(name)
+}
+
+// resetSockets destroys the trainer's connections to a dead peer, so a
+// collective blocked on it fails now.
+func (a *Agent) resetSockets(name string, ip net.IP) {
+	if ip == nil || ip.Equal(net.ParseIP(a.cfg.Advertise)) {
+		return // a peer on our own address: resetting would cut our own
+	}
+	n, err := a.resets.Reset(a.runCtx, ip)
+	switch {
+	case errors.Is(err, sockreset.ErrUnsupported):
+		// logged once by the resetter
+	case err != nil:
+		a.log.Warn("socket reset failed", "dead", name, "err", err)
+	case n > 0:
+		a.metrics.socketsReset.Add(float64(n))
+		a.log.Info("destroyed connections to the dead member", "dead", name, "sockets", n)
+	}
+}
+
+// publishDead notes when a member of the generation died (for the
 // failure-to-commit metric) and tells the trainer.
-func (a *Agent) announceDead(d deadPeer) {
+func (a *Agent) publishDead(name string) {
 	now := time.Now()
 	a.metrics.deadPeers.Inc()
 	a.mu.Lock()
 	if a.gen != nil {
-		if _, in := a.gen.Member(d.name); in {
-			a.deadAt[d.name] = now
+		if _, in := a.gen.Member(name); in {
+			a.deadAt[name] = now
 		}
 	}
 	a.mu.Unlock()
-	a.events.publish(api.Event{Type: api.EventMemberDead, Time: now, Member: d.name})
-	a.log.Info("member declared dead", "dead", d.name, "addr", d.ip)
+	a.events.publish(api.Event{Type: api.EventMemberDead, Time: now, Member: name})
+	a.log.Info("member confirmed dead", "dead", name)
 }
 
 // reportSuspect checks a trainer's report that a collective with peer
-// failed: if the peer's gossip port refuses connections, its process is
-// gone and this member evicts it at once; if the port does not answer at
-// all, it is treated as dead by gossip's rules (the leader evicts).
+// failed: if the peer's gossip port does not accept a connection, its
+// process is gone or unreachable, and this sidecar votes against it.
 func (a *Agent) reportSuspect(f api.FailureReport) {
+	if !a.joined() {
+		return
+	}
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(a.runCtx, 2*time.Second)
 		defer cancel()
 		members, err := a.job.Members(ctx)
 		if err != nil {
@@ -102,10 +307,7 @@ func (a *Agent) reportSuspect(f api.FailureReport) {
 				a.log.Info("trainer reported a failed collective, but the peer answers", "peer", f.Peer, "error", f.Error)
 				return
 			}
-			refused := errors.Is(err, syscall.ECONNREFUSED)
-			a.log.Info("trainer reported a failed collective and the peer does not answer",
-				"peer", f.Peer, "error", f.Error, "refused", refused)
-			a.declareDead(deadPeer{name: f.Peer, ip: net.ParseIP(m.Addr), refused: refused})
+			a.suspect(f.Peer, "the trainer's collective with it failed and its gossip port does not answer: "+err.Error())
 		}
 	}()
 }
@@ -140,4 +342,14 @@ func (a *Agent) seedGossip(ctx context.Context) {
 		a.gossipped[s] = true
 	}
 	a.mu.Unlock()
+}
+
+// newRetryBackoff paces retries of a vote while etcd fails: from 50 ms up
+// to 1 s apart, until the caller's context ends.
+func newRetryBackoff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 50 * time.Millisecond
+	b.MaxInterval = time.Second
+	b.MaxElapsedTime = 0
+	return b
 }

@@ -20,6 +20,7 @@ type metrics struct {
 	etcdErrors      *prometheus.CounterVec
 	apiRequests     *prometheus.CounterVec
 	deadPeers       prometheus.Counter
+	votes           *prometheus.CounterVec
 	socketsReset    prometheus.Counter
 }
 
@@ -72,9 +73,13 @@ func newMetrics(gossipMembers, gossipSuspects func() float64) *metrics {
 			Help: "Trainer API requests, by handler and status code.",
 		}, []string{"handler", "code"}),
 		deadPeers: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ringside_gossip_dead_members_total",
-			Help: "Members gossip declared dead.",
+			Name: "ringside_dead_members_total",
+			Help: "Deaths of generation members confirmed in etcd (evicted on two votes, or gone).",
 		}),
+		votes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ringside_suspect_votes_total",
+			Help: "Votes this sidecar cast against unresponsive members, by outcome (voted, evicted, gone).",
+		}, []string{"outcome"}),
 		socketsReset: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ringside_sockets_reset_total",
 			Help: "TCP connections to dead members destroyed.",
@@ -82,7 +87,7 @@ func newMetrics(gossipMembers, gossipSuspects func() float64) *metrics {
 	}
 	m.reg.MustRegister(m.generation, m.worldSize, m.members, m.leader, m.failureToCommit,
 		m.rendezvousWait, m.gossipMembers, m.gossipSuspects, m.etcdErrors, m.apiRequests,
-		m.deadPeers, m.socketsReset,
+		m.deadPeers, m.votes, m.socketsReset,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -24,6 +24,10 @@ type Generation struct {
 	MasterPort int    `json:"master_port"`
 	// Paused generations are below the policy's min: trainers wait.
 	Paused bool `json:"paused,omitempty"`
+	// Left are the members of the previous generation whose registration
+	// went: they died, were evicted or left without draining. Their peers
+	// drop any connection to them at once.
+	Left []string `json:"left,omitempty"`
 	// Reason says what changed, for people.
 	Reason string `json:"reason"`
 	// Leader is the member that committed the generation.

@@ -10,6 +10,9 @@ const (
 	GenerationKey = "generation"
 	// StatusDir holds status/<id>, one Status per member.
 	StatusDir = "status/"
+	// SuspectsDir holds suspects/<target>/<voter>: one Vote per member
+	// whose own check found target unresponsive, on the voter's lease.
+	SuspectsDir = "suspects/"
 )
 
 // Prefix is the key prefix of job in namespace, ending in "/".

@@ -115,3 +115,22 @@ func TestPrefix(t *testing.T) {
 		t.Fatalf("member key %q", got)
 	}
 }
+
+func TestDecodeVote(t *testing.T) {
+	target, voter, v, err := DecodeVote(VoteKey("w-1", "w-2"), []byte(`{"lease":42}`))
+	if err != nil || target != "w-1" || voter != "w-2" || v.Lease != 42 {
+		t.Fatalf("DecodeVote = %q, %q, %+v, %v; want w-1, w-2, lease 42", target, voter, v, err)
+	}
+	for _, tc := range []struct{ key, value string }{
+		{"suspects/w-1", `{"lease":42}`},
+		{"suspects//w-2", `{"lease":42}`},
+		{"suspects/w-1/w-2/x", `{"lease":42}`},
+		{"members/w-1/w-2", `{"lease":42}`},
+		{VoteKey("w-1", "w-2"), `{"lease":0}`},
+		{VoteKey("w-1", "w-2"), `not json`},
+	} {
+		if _, _, _, err := DecodeVote(tc.key, []byte(tc.value)); err == nil {
+			t.Errorf("DecodeVote(%q, %q) accepted a malformed vote", tc.key, tc.value)
+		}
+	}
+}

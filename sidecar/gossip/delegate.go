@@ -32,6 +32,7 @@ type delegate struct {
 	alive    map[string]peer      // members not dead or gone, self included
 	leaving  map[string]time.Time // members that announced a graceful leave, and when we heard
 	suspects map[string]bool      // members our own probes found unresponsive, not since cleared
+	known    map[string]peer      // where each member was last seen, dead ones included
 }
 
 var (
@@ -50,6 +51,7 @@ func newDelegate(self string, retransmitMult int, events *dispatcher, suspectHoo
 		alive:       map[string]peer{},
 		leaving:     map[string]time.Time{},
 		suspects:    map[string]bool{},
+		known:       map[string]peer{},
 	}
 	d.queue = &memberlist.TransmitLimitedQueue{NumNodes: d.numAlive, RetransmitMult: retransmitMult}
 	return d
@@ -71,11 +73,16 @@ type peer struct {
 // NotifyJoin is memberlist's: a member joined or came back.
 func (d *delegate) NotifyJoin(n *memberlist.Node) {
 	d.mu.Lock()
-	d.alive[n.Name] = peer{addr: cloneIP(n.Addr), port: n.Port}
+	p := peer{addr: cloneIP(n.Addr), port: n.Port}
+	d.alive[n.Name], d.known[n.Name] = p, p
 	delete(d.leaving, n.Name)
+	suspected := d.suspects[n.Name]
 	delete(d.suspects, n.Name)
 	d.mu.Unlock()
 	if n.Name != d.self {
+		if suspected {
+			d.events.push(event{kind: memberAnswered, name: n.Name})
+		}
 		d.events.push(event{kind: memberJoined, name: n.Name, addr: cloneIP(n.Addr)})
 	}
 }
@@ -105,7 +112,8 @@ func (d *delegate) NotifyLeave(n *memberlist.Node) {
 func (d *delegate) NotifyUpdate(n *memberlist.Node) {
 	d.mu.Lock()
 	if _, ok := d.alive[n.Name]; ok {
-		d.alive[n.Name] = peer{addr: cloneIP(n.Addr), port: n.Port}
+		p := peer{addr: cloneIP(n.Addr), port: n.Port}
+		d.alive[n.Name], d.known[n.Name] = p, p
 	}
 	d.mu.Unlock()
 }
@@ -184,21 +192,39 @@ func (d *delegate) NotifyAlive(peer *memberlist.Node) error {
 // suspect records that this member's own probe found name unresponsive.
 func (d *delegate) suspect(name string) {
 	d.mu.Lock()
-	_, live := d.alive[name]
+	p, live := d.alive[name]
 	live = live && name != d.self
 	if live {
 		d.suspects[name] = true
 	}
 	d.mu.Unlock()
-	if live && d.suspectHook != nil {
+	if !live {
+		return
+	}
+	d.events.push(event{kind: memberSuspect, name: name, addr: p.addr})
+	if d.suspectHook != nil {
 		d.suspectHook(name)
 	}
 }
 
+// clearSuspect records that name answered or was heard alive; it runs on
+// every completed probe, so it only queues an event for a suspect.
 func (d *delegate) clearSuspect(name string) {
 	d.mu.Lock()
+	suspected := d.suspects[name]
 	delete(d.suspects, name)
 	d.mu.Unlock()
+	if suspected {
+		d.events.push(event{kind: memberAnswered, name: name})
+	}
+}
+
+// lastSeen returns where name was last seen alive.
+func (d *delegate) lastSeen(name string) (peer, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, ok := d.known[name]
+	return p, ok
 }
 
 func (d *delegate) numSuspects() int {

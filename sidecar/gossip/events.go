@@ -29,6 +29,16 @@ type JoinEvents interface {
 	MemberJoined(name string, addr net.IP)
 }
 
+// SuspectEvents is implemented by Events that also want to hear of this
+// member's own probes: MemberSuspect when one of them found another member
+// unresponsive (direct and indirect probes all failed), MemberAnswered when
+// a suspect answers again or is heard alive. Gossip's own verdict
+// (MemberDead) follows a suspicion only after the suspicion timeout.
+type SuspectEvents interface {
+	MemberSuspect(name string, addr net.IP)
+	MemberAnswered(name string)
+}
+
 // EventsFunc adapts a function to Events.
 type EventsFunc func(name string, addr net.IP)
 
@@ -43,6 +53,8 @@ const (
 	memberDead eventKind = iota
 	memberLeft
 	memberJoined
+	memberSuspect
+	memberAnswered
 )
 
 type event struct {
@@ -125,6 +137,14 @@ func (d *dispatcher) deliver(e event) {
 	case memberJoined:
 		if j, ok := d.events.(JoinEvents); ok {
 			j.MemberJoined(e.name, e.addr)
+		}
+	case memberSuspect:
+		if s, ok := d.events.(SuspectEvents); ok {
+			s.MemberSuspect(e.name, e.addr)
+		}
+	case memberAnswered:
+		if s, ok := d.events.(SuspectEvents); ok {
+			s.MemberAnswered(e.name)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -161,6 +162,33 @@ func (g *Gossip) Members() int {
 // tests check is still there.
 func (g *Gossip) Suspects() int {
 	return g.dlg.numSuspects()
+}
+
+// Check pings member name once, at the address it was last seen alive,
+// and reports whether it answered within ProbeTimeout. It is a second
+// opinion on another member's suspicion, independent of the probe
+// schedule; a member never seen yet is an error.
+func (g *Gossip) Check(ctx context.Context, name string) (bool, error) {
+	p, ok := g.dlg.lastSeen(name)
+	if !ok {
+		return false, fmt.Errorf("gossip: check %s: never seen", name)
+	}
+	if !g.track() {
+		return false, ErrClosed
+	}
+	defer g.wg.Done()
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	_, err := g.ml.Ping(name, &net.UDPAddr{IP: p.addr, Port: int(p.port)})
+	var none memberlist.NoPingResponseError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &none):
+		return false, nil
+	}
+	return false, fmt.Errorf("gossip: check %s: %w", name, err)
 }
 
 // LocalAddr returns the host:port the other members reach this one at: the

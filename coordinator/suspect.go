@@ -1,0 +1,274 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/ringside/ringside/coordinator/record"
+)
+
+// Eviction is confirmed, never taken on one observer's word. A member
+// whose own check finds another unresponsive votes against the
+// registration it saw (Suspect): a Vote under suspects/<target>/<voter>,
+// on the voter's lease. The registration is evicted once votes of
+// Quorum distinct live members name it and the target has not refuted
+// them: a live target deletes every vote against its own registration as
+// soon as it sees one (refute), so a member that still reaches etcd is
+// never evicted by members that cannot reach it over gossip. The
+// eviction revokes exactly the lease the voters saw, in a Txn that checks
+// that the votes still stand and that the key still holds that lease: a
+// late vote against a pod's previous incarnation cannot touch its
+// replacement, and a refuted suspicion cannot evict.
+//
+// In a job of two members there is no second observer: a vote is never
+// enough, and a dead member leaves when its lease expires (Config.TTL).
+
+// Quorum is how many distinct members must vote against a registration
+// to evict it.
+const Quorum = 2
+
+// Verdict is what a Suspect call did.
+type Verdict int
+
+const (
+	// Voted: the vote is stored; it is not confirmed yet.
+	Voted Verdict = iota
+	// Evicted: this vote confirmed the suspicion and the registration it
+	// named was evicted.
+	Evicted
+	// Gone: the suspect has no registration to vote against (it left,
+	// or was evicted already).
+	Gone
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case Voted:
+		return "voted"
+	case Evicted:
+		return "evicted"
+	case Gone:
+		return "gone"
+	}
+	return fmt.Sprintf("verdict(%d)", int(v))
+}
+
+// Suspect records this member's vote that member id does not answer its
+// checks, against id's current registration, and evicts that
+// registration if the vote completes a quorum. Call it again (it
+// overwrites the vote) while the suspicion lasts and etcd fails; Withdraw
+// the vote when id answers again.
+func (m *Member) Suspect(ctx context.Context, id string) (Verdict, error) {
+	if id == m.id {
+		return Gone, errors.New("suspect: a member does not vote against itself")
+	}
+	client, prefix := m.job.client, m.job.cfg.Prefix()
+	targetKey := prefix + record.MembersDir + id
+	resp, err := client.Get(ctx, targetKey)
+	if err != nil {
+		return Voted, fmt.Errorf("suspect %s: read registration: %w", id, err)
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].Lease == 0 {
+		return Gone, nil
+	}
+	lease := resp.Kvs[0].Lease
+	b, err := json.Marshal(record.Vote{Lease: lease})
+	if err != nil {
+		return Voted, fmt.Errorf("suspect %s: %w", id, err)
+	}
+	votesPrefix := prefix + record.SuspectsDir + id + "/"
+	tresp, err := client.Txn(ctx).Then(
+		clientv3.OpPut(prefix+record.VoteKey(id, m.id), string(b), clientv3.WithLease(m.Lease())),
+		clientv3.OpGet(votesPrefix, clientv3.WithPrefix()),
+		clientv3.OpGet(prefix+record.MembersDir, clientv3.WithPrefix(), clientv3.WithCountOnly()),
+	).Commit()
+	if err != nil {
+		return Voted, fmt.Errorf("suspect %s: vote: %w", id, err)
+	}
+	votes := tresp.Responses[1].GetResponseRange().Kvs
+	if tresp.Responses[2].GetResponseRange().Count-1 < Quorum {
+		return Voted, nil // nobody else could confirm: the lease decides
+	}
+	// The votes that name the registration we saw, one per voter.
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(targetKey), "=", lease)}
+	for _, kv := range votes {
+		_, voter, v, err := record.DecodeVote(strings.TrimPrefix(string(kv.Key), prefix), kv.Value)
+		if err != nil {
+			m.job.reportBad(string(kv.Key), err)
+			continue
+		}
+		if v.Lease == lease && voter != id {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision))
+		}
+	}
+	if len(cmps)-1 < Quorum {
+		return Voted, nil
+	}
+	eresp, err := client.Txn(ctx).If(cmps...).Then(clientv3.OpDelete(votesPrefix, clientv3.WithPrefix())).Commit()
+	if err != nil {
+		return Voted, fmt.Errorf("suspect %s: evict: %w", id, err)
+	}
+	if !eresp.Succeeded {
+		return Voted, nil // refuted, or re-registered, since we read
+	}
+	// Confirmed: revoke the lease the votes named. It deletes the member
+	// key (the leader commits the generation without it) and, if it
+	// campaigned, its election key. A live member whose lease this was
+	// loses its session and registers again.
+	err = retry(context.WithoutCancel(ctx), m.job.cfg.OnError, func(actx context.Context) error {
+		_, err := client.Revoke(actx, clientv3.LeaseID(lease))
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return Evicted, fmt.Errorf("suspect %s: revoke lease %x: %w", id, lease, err)
+	}
+	m.log.Info("evicted a member confirmed unresponsive", "evicted", id, "lease", fmt.Sprintf("%x", lease), "votes", len(cmps)-1)
+	return Evicted, nil
+}
+
+// Withdraw deletes this member's vote against id, if any.
+func (m *Member) Withdraw(ctx context.Context, id string) error {
+	if _, err := m.job.client.Delete(ctx, m.job.cfg.Prefix()+record.VoteKey(id, m.id)); err != nil {
+		return fmt.Errorf("withdraw vote against %s: %w", id, err)
+	}
+	return nil
+}
+
+// refute deletes, for as long as sess lives, every vote against this
+// member's registration on sess: a member that reaches etcd is alive,
+// whatever a peer that cannot reach it over gossip believes.
+func (m *Member) refute(ctx context.Context, sess *concurrency.Session) error {
+	client, prefix := m.job.client, m.job.cfg.Prefix()
+	votesPrefix := prefix + record.SuspectsDir + m.id + "/"
+	resp, err := client.Get(ctx, votesPrefix, clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("read votes: %w", err)
+	}
+	for _, kv := range resp.Kvs {
+		m.refuteVote(ctx, sess, kv.Key, kv.Value, kv.ModRevision)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for wr := range client.Watch(wctx, votesPrefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1), clientv3.WithFilterDelete()) {
+		if err := wr.Err(); err != nil {
+			return fmt.Errorf("watch votes: %w", err)
+		}
+		for _, ev := range wr.Events {
+			m.refuteVote(ctx, sess, ev.Kv.Key, ev.Kv.Value, ev.Kv.ModRevision)
+		}
+	}
+	return ctx.Err()
+}
+
+func (m *Member) refuteVote(ctx context.Context, sess *concurrency.Session, key, value []byte, modRev int64) {
+	prefix := m.job.cfg.Prefix()
+	_, voter, v, err := record.DecodeVote(strings.TrimPrefix(string(key), prefix), value)
+	if err != nil {
+		m.job.reportBad(string(key), err)
+		return
+	}
+	if clientv3.LeaseID(v.Lease) != sess.Lease() {
+		return // against an earlier registration: harmless
+	}
+	// Only the vote we saw: a newer one is refuted when its event comes.
+	_, err = m.job.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(string(key)), "=", modRev)).
+		Then(clientv3.OpDelete(string(key))).Commit()
+	if err != nil {
+		m.job.reportError("refute", err)
+		return
+	}
+	m.log.Info("refuted a suspicion: this member is alive", "voter", voter)
+}
+
+// VoteEvent is a vote cast by a member of the job.
+type VoteEvent struct {
+	Target, Voter string
+	Lease         int64
+}
+
+// WatchVotes delivers the votes members cast (see Suspect) until ctx
+// ends, resuming after etcd outages; members that check a suspect on
+// another's word use it. The channel is closed when ctx ends, after its
+// goroutine is done: the caller owns it by reading until then.
+func (j *Job) WatchVotes(ctx context.Context) <-chan VoteEvent {
+	out := make(chan VoteEvent, 16)
+	go func() {
+		defer close(out)
+		prefix := j.cfg.Prefix()
+		bo := newBackoff()
+		var rev int64
+		for ctx.Err() == nil {
+			if rev == 0 {
+				resp, err := j.client.Get(ctx, prefix+record.SuspectsDir, clientv3.WithPrefix(), clientv3.WithCountOnly())
+				if err == nil {
+					rev = resp.Header.Revision + 1
+				}
+			}
+			if rev != 0 {
+				wctx, cancel := context.WithCancel(ctx)
+				for wr := range j.client.Watch(wctx, prefix+record.SuspectsDir, clientv3.WithPrefix(),
+					clientv3.WithRev(rev), clientv3.WithFilterDelete()) {
+					if wr.Err() != nil {
+						if wr.CompactRevision != 0 {
+							rev = 0 // compacted past us: votes in between are stale anyway
+						}
+						break
+					}
+					bo.Reset()
+					rev = wr.Header.Revision + 1
+					for _, ev := range wr.Events {
+						target, voter, v, err := record.DecodeVote(strings.TrimPrefix(string(ev.Kv.Key), prefix), ev.Kv.Value)
+						if err != nil {
+							j.reportBad(string(ev.Kv.Key), err)
+							continue
+						}
+						select {
+						case out <- VoteEvent{Target: target, Voter: voter, Lease: v.Lease}:
+						case <-ctx.Done():
+						}
+					}
+				}
+				cancel()
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			wait := bo.NextBackOff()
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+		}
+	}()
+	return out
+}
+
+// refuteWhileAlive runs refute until ctx ends, starting over with backoff
+// when etcd is unreachable.
+func (m *Member) refuteWhileAlive(ctx context.Context, sess *concurrency.Session) {
+	bo := newBackoff()
+	for {
+		err := m.refute(ctx, sess)
+		if ctx.Err() != nil {
+			return
+		}
+		m.job.reportError("refute", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(bo.NextBackOff()):
+		}
+	}
+}

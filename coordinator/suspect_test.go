@@ -1,0 +1,180 @@
+package coordinator
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ringside/ringside/coordinator/record"
+)
+
+func suspect(t *testing.T, voter *Member, target string) Verdict {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v, err := voter.Suspect(ctx, target)
+	if err != nil {
+		t.Fatalf("%s suspects %s: %v", voter.ID(), target, err)
+	}
+	return v
+}
+
+// registration returns the lease and create revision of members/<id>, or
+// zeros when it is not registered.
+func registration(t *testing.T, client *clientv3.Client, j *Job, id string) (lease, created int64) {
+	t.Helper()
+	resp, err := client.Get(context.Background(), j.cfg.Prefix()+record.MembersDir+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, 0
+	}
+	return resp.Kvs[0].Lease, resp.Kvs[0].CreateRevision
+}
+
+// awaitVoteGone waits until voter's vote against target is deleted.
+func awaitVoteGone(t *testing.T, client *clientv3.Client, j *Job, target, voter string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	key := j.cfg.Prefix() + record.VoteKey(target, voter)
+	for {
+		resp, err := client.Get(ctx, key, clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatalf("%s's vote against %s not cleared: %v", voter, target, err)
+		}
+		if resp.Count == 0 {
+			return
+		}
+		w := client.Watch(ctx, key, clientv3.WithRev(resp.Header.Revision+1))
+		select {
+		case <-w:
+		case <-ctx.Done():
+			t.Fatalf("%s's vote against %s not cleared within 10s", voter, target)
+		}
+	}
+}
+
+// A crashed leader is evicted by two votes of other members, not by one,
+// and the next leader commits the generation without it.
+func TestTwoVotesEvictADeadLeaderOneDoesNot(t *testing.T) {
+	j, client := testJob(t, func(c *Config) { c.TTL = 60 * time.Second })
+	a := join(t, j, "a")
+	leaderOf(t, a)
+	b, c := join(t, j, "b"), join(t, j, "c")
+	await(t, c, "all three", hasIDs("a", "b", "c"))
+	a.Close() // a crash: the lease lives on for 60 s, nobody refutes
+
+	if v := suspect(t, b, "a"); v != Voted {
+		t.Fatalf("the first vote: %s, want voted", v)
+	}
+	if lease, _ := registration(t, client, j, "a"); lease == 0 {
+		t.Fatal("one vote evicted a")
+	}
+	if v := suspect(t, c, "a"); v != Evicted {
+		t.Fatalf("the second vote: %s, want evicted", v)
+	}
+	g := await(t, b, "generation without a", hasIDs("b", "c"))
+	if g.Leader != "b" && g.Leader != "c" {
+		t.Fatalf("generation committed by %q, want the next leader, b or c", g.Leader)
+	}
+	if v := suspect(t, b, "a"); v != Gone {
+		t.Fatalf("a vote against an evicted member: %s, want gone", v)
+	}
+}
+
+// A member that still reaches etcd deletes the votes against it, so two
+// peers that cannot reach it over gossip never evict it.
+func TestALiveMemberRefutesVotes(t *testing.T) {
+	j, client := testJob(t, func(c *Config) { c.TTL = 60 * time.Second })
+	a, b, c := join(t, j, "a"), join(t, j, "b"), join(t, j, "c")
+	g := await(t, a, "all three", hasIDs("a", "b", "c"))
+	lease, created := registration(t, client, j, "c")
+
+	if v := suspect(t, a, "c"); v != Voted {
+		t.Fatalf("the first vote: %s, want voted", v)
+	}
+	awaitVoteGone(t, client, j, "c", "a")
+	if v := suspect(t, b, "c"); v != Voted {
+		t.Fatalf("a vote after c refuted the first: %s, want voted", v)
+	}
+	awaitVoteGone(t, client, j, "c", "b")
+	if l, cr := registration(t, client, j, "c"); l != lease || cr != created {
+		t.Fatalf("c's registration changed from lease %x rev %d to %x rev %d", lease, created, l, cr)
+	}
+	if now := j.Generation(); now.Number != g.Number {
+		t.Fatalf("generation %d committed (%s), want none after %d", now.Number, now.Reason, g.Number)
+	}
+	_ = c
+}
+
+// A vote cast against a pod's previous incarnation (a late death notice)
+// counts nothing against the replacement registered under the same id.
+func TestAVoteAgainstAnEarlierIncarnationSparesItsReplacement(t *testing.T) {
+	j, client := testJob(t, func(c *Config) { c.TTL = 60 * time.Second })
+	a, b := join(t, j, "a"), join(t, j, "b")
+	c := join(t, j, "c")
+	await(t, a, "all three", hasIDs("a", "b", "c"))
+	old, _ := registration(t, client, j, "c")
+	c.Close()
+	if v := suspect(t, a, "c"); v != Voted {
+		t.Fatalf("the vote against the old incarnation: %s, want voted", v)
+	}
+	// The old incarnation goes (its lease is revoked as its replacement
+	// would find it gone), and the replacement registers.
+	if _, err := client.Revoke(context.Background(), clientv3.LeaseID(old)); err != nil {
+		t.Fatal(err)
+	}
+	join(t, j, "c")
+	replacement, _ := registration(t, client, j, "c")
+	if v := suspect(t, b, "c"); v != Voted {
+		t.Fatalf("a vote against the replacement with a stale one beside it: %s, want voted", v)
+	}
+	awaitVoteGone(t, client, j, "c", "b") // the live replacement refutes b's vote
+	if l, _ := registration(t, client, j, "c"); l != replacement {
+		t.Fatalf("c's registration is on lease %x, want the replacement's %x", l, replacement)
+	}
+}
+
+// In a job of two there is no second observer: a vote never evicts.
+func TestInAJobOfTwoAVoteNeverEvicts(t *testing.T) {
+	j, client := testJob(t, func(c *Config) { c.TTL = 60 * time.Second })
+	a, b := join(t, j, "a"), join(t, j, "b")
+	await(t, a, "both", hasIDs("a", "b"))
+	b.Close()
+	for range 2 {
+		if v := suspect(t, a, "b"); v != Voted {
+			t.Fatalf("a lone vote: %s, want voted", v)
+		}
+	}
+	if lease, _ := registration(t, client, j, "b"); lease == 0 {
+		t.Fatal("a lone vote evicted b")
+	}
+}
+
+func TestWatchVotesDeliversVotes(t *testing.T) {
+	j, _ := testJob(t, func(c *Config) { c.TTL = 60 * time.Second })
+	a, b, c := join(t, j, "a"), join(t, j, "b"), join(t, j, "c")
+	await(t, a, "all three", hasIDs("a", "b", "c"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	votes := j.WatchVotes(ctx)
+	c.Close()
+	if v := suspect(t, b, "c"); v != Voted {
+		t.Fatalf("vote: %s", v)
+	}
+	select {
+	case e := <-votes:
+		if e.Target != "c" || e.Voter != "b" || e.Lease == 0 {
+			t.Fatalf("vote event %+v, want b against c", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no vote event within 10s")
+	}
+	cancel()
+	for range votes {
+	}
+}
