@@ -209,7 +209,7 @@ func DefaultConfig(name string) Config {
 		IndirectChecks:          3,
 		SuspicionMult:           2,
 		SuspicionMaxTimeoutMult: 4,
-		GossipInterval:          50 * time.Millisecond,
+		GossipInterval:          500 * time.Millisecond,
 		GossipNodes:             3,
 		RetransmitMult:          4,
 		PushPullInterval:        15 * time.Second,
