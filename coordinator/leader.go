@@ -23,16 +23,16 @@ var errFenced = errors.New("coordinator: commit fenced off")
 // costs a re-read of every member.
 const commitTimeout = 10 * time.Second
 
-// campaign runs for the leadership on sess and, once elected, leads until
-// ctx ends or the session is lost; then it campaigns again.
+// campaign runs for the leadership on sess while the candidacy rule wants
+// this member to (see candidacy) and, once elected, leads until ctx ends or
+// the session is lost; then it campaigns again.
 func (m *Member) campaign(ctx context.Context, sess *concurrency.Session) {
 	bo := newBackoff()
 	for ctx.Err() == nil {
-		err := m.awaitCandidacy(ctx)
-		var key string
-		var rev int64
-		if err == nil {
-			key, rev, err = elect(ctx, sess, m.job.cfg.Prefix()+record.ElectionDir, m.id)
+		key, rev, withdrawn, err := m.stand(ctx, sess)
+		if withdrawn {
+			m.log.Info("withdrew from the election: enough candidates ahead")
+			continue // nothing failed: no backoff
 		}
 		if err == nil {
 			m.leader.Store(true)
@@ -58,6 +58,49 @@ func (m *Member) campaign(ctx context.Context, sess *concurrency.Session) {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// stand waits until this member should campaign, then campaigns until it
+// is elected or the candidacy finds it no longer needed: then its campaign
+// is cancelled, which deletes its election key, and withdrawn is true. The
+// candidacy is followed only until the election is won: a leader does not
+// withdraw.
+func (m *Member) stand(ctx context.Context, sess *concurrency.Session) (key string, rev int64, withdrawn bool, err error) {
+	cand, err := m.newCandidacy(ctx, sess)
+	if err != nil {
+		return "", 0, false, err
+	}
+	defer cand.close()
+	if err := cand.await(ctx); err != nil {
+		return "", 0, false, err
+	}
+	ectx, withdraw := context.WithCancel(ctx)
+	defer withdraw()
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	surplus := make(chan error, 1)
+	go func() {
+		err := cand.awaitSurplus(wctx)
+		if err == nil {
+			withdraw()
+		}
+		surplus <- err
+	}()
+	key, rev, err = elect(ectx, sess, cand.prefix, m.id)
+	stopWatch()
+	serr := <-surplus
+	switch {
+	case err == nil:
+		return key, rev, false, nil
+	case serr == nil && ctx.Err() == nil:
+		return "", 0, true, nil
+	}
+	if serr != nil && wctx.Err() == nil {
+		// Campaigning on without the candidacy only costs a candidate too
+		// many; the next campaign follows a new one.
+		m.log.Warn("lost track of the candidates while campaigning", "err", serr)
+	}
+	return "", 0, false, err
 }
 
 // leaderState is what the leader knows: the registered members and the
