@@ -31,8 +31,9 @@ import (
 // The leader is never asked: it withdraws only when its term ends (session
 // lost, a watch failed, a commit fenced off), never because a generation
 // reordered the ring, and every generation it commits names it, so it stays
-// designated. Between its election and its first commit it may not be:
-// that is the ring of the leader it replaces.
+// designated. (Between its election and its first commit the latest
+// generation is its predecessor's, which may not name it: it is not asked
+// then either.)
 type candidacy struct {
 	m        *Member
 	k        int
@@ -44,13 +45,9 @@ type candidacy struct {
 	departed clientv3.WatchChan // deleted member keys, from rev
 	cancel   context.CancelFunc
 
-	// order and designated are candidateOrder of the latest generation;
-	// rank maps each member named there to its place in order.
-	order      []string
-	designated int
-	rank       map[string]int
-	campaign   map[string]campaigner // by election key
-	// registered says, for members named in gen, whether their member key
+	cands    *candidates           // of the latest generation
+	campaign map[string]campaigner // by election key
+	// registered says, for members named there, whether their member key
 	// was there when last read; reset with every generation, so a member
 	// that left and came back is read again.
 	registered map[string]bool
@@ -73,6 +70,7 @@ func (m *Member) newCandidacy(ctx context.Context, sess *concurrency.Session) (*
 		members:    cfg.Prefix() + record.MembersDir,
 		campaign:   make(map[string]campaigner),
 		registered: make(map[string]bool),
+		cands:      &candidates{},
 	}
 	c.ownKey = fmt.Sprintf("%s%x", c.prefix, sess.Lease())
 	if c.k <= 0 {
@@ -167,11 +165,7 @@ func (c *candidacy) next(ctx context.Context) error {
 }
 
 func (c *candidacy) setGeneration(g *record.Generation) {
-	c.order, c.designated = candidateOrder(g, c.k)
-	c.rank = make(map[string]int, len(c.order))
-	for i, id := range c.order {
-		c.rank[id] = i
-	}
+	c.cands = c.m.job.candidatesOf(g)
 	clear(c.registered)
 }
 
@@ -181,8 +175,8 @@ func (c *candidacy) needed(ctx context.Context) (bool, error) {
 	if c.k <= 0 {
 		return true, nil
 	}
-	pos, named := c.rank[c.m.id]
-	if named && pos < c.designated {
+	pos, named := c.cands.rank[c.m.id]
+	if named && pos < c.cands.designated {
 		return true, nil
 	}
 	for {
@@ -209,9 +203,9 @@ func (c *candidacy) ahead(pos int, named bool) (n int, unread []string) {
 	for _, cp := range c.campaign {
 		campaigning[cp.id] = true
 	}
-	before := c.order
+	before := c.cands.order
 	if named {
-		before = c.order[:pos]
+		before = c.cands.order[:pos]
 	}
 	for _, id := range before {
 		if n >= c.k {
@@ -233,7 +227,7 @@ func (c *candidacy) ahead(pos int, named bool) (n int, unread []string) {
 	}
 	own, campaigns := c.campaign[c.ownKey]
 	for key, cp := range c.campaign {
-		if _, isNamed := c.rank[cp.id]; isNamed || key == c.ownKey || cp.id == c.m.id {
+		if _, isNamed := c.cands.rank[cp.id]; isNamed || key == c.ownKey || cp.id == c.m.id {
 			continue
 		}
 		if !campaigns || cp.rev < own.rev {
@@ -259,27 +253,51 @@ func (c *candidacy) readRegistered(ctx context.Context, ids []string) error {
 	return nil
 }
 
-// candidateOrder is the order of the candidacy rule for the members named
-// in g: its leader, its ring, its standby members, each once; the first
-// designated of them always campaign.
-func candidateOrder(g *record.Generation, k int) (order []string, designated int) {
-	if g == nil {
-		return nil, 0
+// candidates is the order of the candidacy rule for the members named in
+// a generation: its leader, its ring, its standby members, each once; the
+// first designated of them always campaign. rank maps each named member to
+// its place in order. It is shared, read-only, by a process's members.
+type candidates struct {
+	order      []string
+	designated int
+	rank       map[string]int
+}
+
+// candidatesOf returns g's candidates, building them once per generation
+// for all the members of the process: each would otherwise spend O(ring)
+// on every generation.
+func (j *Job) candidatesOf(g *record.Generation) *candidates {
+	j.candsMu.Lock()
+	defer j.candsMu.Unlock()
+	if j.cands == nil || j.candsGen != g {
+		j.cands, j.candsGen = newCandidates(g, j.cfg.Candidates), g
 	}
-	order = make([]string, 0, 1+len(g.Members)+len(g.Standby))
+	return j.cands
+}
+
+func newCandidates(g *record.Generation, k int) *candidates {
+	c := &candidates{}
+	if g == nil {
+		return c
+	}
+	c.order = make([]string, 0, 1+len(g.Members)+len(g.Standby))
 	if g.Leader != "" {
-		order = append(order, g.Leader)
+		c.order = append(c.order, g.Leader)
 	}
 	for _, m := range g.Members {
 		if m.ID != g.Leader {
-			order = append(order, m.ID)
+			c.order = append(c.order, m.ID)
 		}
 	}
-	designated = min(k, len(order))
+	c.designated = min(k, len(c.order))
 	for _, id := range g.Standby {
 		if id != g.Leader {
-			order = append(order, id)
+			c.order = append(c.order, id)
 		}
 	}
-	return order, designated
+	c.rank = make(map[string]int, len(c.order))
+	for i, id := range c.order {
+		c.rank[id] = i
+	}
+	return c
 }

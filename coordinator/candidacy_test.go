@@ -210,8 +210,7 @@ func TestCandidacyRule(t *testing.T) {
 				k = 0
 			}
 			c := &candidacy{m: &Member{id: tt.me}, k: k, ownKey: "me", campaign: map[string]campaigner{},
-				registered: map[string]bool{}}
-			c.setGeneration(tt.gen)
+				registered: map[string]bool{}, cands: newCandidates(tt.gen, k)}
 			for i, id := range tt.keys {
 				key := "key-" + id
 				if id == "me" {
@@ -219,7 +218,7 @@ func TestCandidacyRule(t *testing.T) {
 				}
 				c.campaign[key] = campaigner{id: id, rev: int64(10 + i)}
 			}
-			for _, id := range c.order {
+			for _, id := range c.cands.order {
 				if !tt.unread {
 					c.registered[id] = true
 				}
@@ -230,7 +229,7 @@ func TestCandidacyRule(t *testing.T) {
 			if tt.unread {
 				// The answer depends on unread registrations: needed
 				// would read them, ahead reports them.
-				n, unread := c.ahead(c.rank[tt.me], true)
+				n, unread := c.ahead(c.cands.rank[tt.me], true)
 				if n < c.k || len(unread) == 0 {
 					t.Fatalf("%d ahead, unread %v: want the count to depend on unread registrations", n, unread)
 				}
@@ -274,8 +273,8 @@ func TestSimultaneousJoinsSettleOnTheRingsCandidates(t *testing.T) {
 		t.FailNow()
 	}
 	g := await(t, ms[0], "all six", hasIDs(names...))
-	order, designated := candidateOrder(g, 3)
-	want := slices.Sorted(slices.Values(order[:designated]))
+	cands := newCandidates(g, 3)
+	want := slices.Sorted(slices.Values(cands.order[:cands.designated]))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // ends followElection's watch
 	prefix := j.Config().Prefix() + record.ElectionDir

@@ -30,6 +30,10 @@ type Job struct {
 
 	badValues atomic.Int64
 
+	candsMu  sync.Mutex // guards the candidates of candsGen
+	candsGen *record.Generation
+	cands    *candidates
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
