@@ -42,8 +42,9 @@ type Config struct {
 	// generation so a new group never races the old store's socket.
 	MasterPort, MasterPortRange int
 	// Candidates is how many members campaign for leadership at a time:
-	// the first ones of the ring, plus anyone while fewer campaign. 0 means
-	// every member campaigns.
+	// the leader and the head of the ring, and while some of those are
+	// gone, as many of the next members (see candidacy). 0 means every
+	// member campaigns.
 	Candidates int
 	// Orderer places newcomers in the ring (the sidecar sets
 	// netopt.Orderer); nil appends them, in join order, after the

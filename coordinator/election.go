@@ -26,6 +26,9 @@ func elect(ctx context.Context, sess *concurrency.Session, prefix, val string) (
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
+		if ctx.Err() != nil {
+			resign(ctx, client, key) // the Txn may have applied
+		}
 		return "", 0, fmt.Errorf("campaign: %w", err)
 	}
 	rev = resp.Header.Revision
@@ -34,13 +37,20 @@ func elect(ctx context.Context, sess *concurrency.Session, prefix, val string) (
 	}
 	if err := waitPredecessors(ctx, client, prefix, rev-1); err != nil {
 		if ctx.Err() != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
-			defer cancel()
-			client.Delete(rctx, key) //nolint:errcheck // best effort: the key dies with the lease anyway
+			resign(ctx, client, key)
 		}
 		return "", 0, fmt.Errorf("campaign: %w", err)
 	}
 	return key, rev, nil
+}
+
+// resign deletes the election key of a campaign whose ctx ended (the member
+// stops, or withdraws), bounded so a member stops promptly while etcd is
+// unreachable.
+func resign(ctx context.Context, client *clientv3.Client, key string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
+	defer cancel()
+	client.Delete(rctx, key) //nolint:errcheck // best effort: the key dies with the lease anyway
 }
 
 // waitPredecessors waits until no key under prefix was created at or before

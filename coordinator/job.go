@@ -30,6 +30,10 @@ type Job struct {
 
 	badValues atomic.Int64
 
+	candsMu  sync.Mutex // guards the candidates of candsGen
+	candsGen *record.Generation
+	cands    *candidates
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -165,6 +169,8 @@ func (j *Job) followGenerations(ctx context.Context, bo backoff.BackOff) error {
 		return fmt.Errorf("get generation: %w", err)
 	}
 	bo.Reset()
+	// No key, or one older than what we hold (a restore), changes nothing:
+	// publish only takes newer numbers.
 	for _, kv := range resp.Kvs {
 		j.accept(kv.Value)
 	}
@@ -175,6 +181,9 @@ func (j *Job) followGenerations(ctx context.Context, bo backoff.BackOff) error {
 			return fmt.Errorf("watch generation: %w", err)
 		}
 		for _, ev := range wresp.Events {
+			// A deleted key (by hand, or lost in a restore) keeps the
+			// generation we hold: the members train in it until the
+			// leader commits the next one, numbered above it.
 			if ev.Type == clientv3.EventTypePut {
 				j.accept(ev.Kv.Value)
 			}

@@ -23,16 +23,16 @@ var errFenced = errors.New("coordinator: commit fenced off")
 // costs a re-read of every member.
 const commitTimeout = 10 * time.Second
 
-// campaign runs for the leadership on sess and, once elected, leads until
-// ctx ends or the session is lost; then it campaigns again.
+// campaign runs for the leadership on sess while the candidacy rule wants
+// this member to (see candidacy) and, once elected, leads until ctx ends or
+// the session is lost; then it campaigns again.
 func (m *Member) campaign(ctx context.Context, sess *concurrency.Session) {
 	bo := newBackoff()
 	for ctx.Err() == nil {
-		err := m.awaitCandidacy(ctx)
-		var key string
-		var rev int64
-		if err == nil {
-			key, rev, err = elect(ctx, sess, m.job.cfg.Prefix()+record.ElectionDir, m.id)
+		key, rev, withdrawn, err := m.stand(ctx, sess)
+		if withdrawn {
+			m.log.Info("withdrew from the election: enough candidates ahead")
+			continue // nothing failed: no backoff
 		}
 		if err == nil {
 			m.leader.Store(true)
@@ -60,13 +60,71 @@ func (m *Member) campaign(ctx context.Context, sess *concurrency.Session) {
 	}
 }
 
+// stand waits until this member should campaign, then campaigns until it
+// is elected or the candidacy finds it no longer needed: then its campaign
+// is cancelled, which deletes its election key, and withdrawn is true. The
+// candidacy is followed only until the election is won: a leader does not
+// withdraw.
+func (m *Member) stand(ctx context.Context, sess *concurrency.Session) (key string, rev int64, withdrawn bool, err error) {
+	cand, err := m.newCandidacy(ctx, sess)
+	if err != nil {
+		return "", 0, false, err
+	}
+	defer cand.close()
+	if err := cand.await(ctx); err != nil {
+		return "", 0, false, err
+	}
+	ectx, withdraw := context.WithCancel(ctx)
+	defer withdraw()
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	surplus := make(chan error, 1)
+	go func() {
+		err := cand.awaitSurplus(wctx)
+		if err == nil {
+			withdraw()
+		}
+		surplus <- err
+	}()
+	key, rev, err = elect(ectx, sess, cand.prefix, m.id)
+	stopWatch()
+	serr := <-surplus
+	switch {
+	case err == nil:
+		return key, rev, false, nil
+	case serr == nil && ctx.Err() == nil:
+		return "", 0, true, nil
+	}
+	if serr != nil && wctx.Err() == nil {
+		// Campaigning on without the candidacy only costs a candidate too
+		// many; the next campaign follows a new one.
+		m.log.Warn("lost track of the candidates while campaigning", "err", serr)
+	}
+	return "", 0, false, err
+}
+
 // leaderState is what the leader knows: the registered members and the
 // last committed generation with its ModRevision (the commit fence).
+//
+// floor keeps numbers growing when the generation key is lost (deleted by
+// hand, restored from a backup): every member ignores a generation not
+// newer than the one it holds. Each generation is numbered at most the
+// revision it is committed at (the first is 1; the next is prev+1 or
+// floor+1, committed at a revision above both), so once the key is gone
+// the revision we saw it missing at is above every number ever committed.
+// The newest generation this process saw raises the floor too: after a
+// restore the key may hold an older one.
 type leaderState struct {
 	members   map[string]record.MemberInfo
 	memberRev int64
 	gen       *record.Generation
 	genRev    int64
+	floor     int64
+}
+
+// plan plans the generation that should follow the leader's.
+func (st *leaderState) plan(cfg Config) (*record.Generation, delta) {
+	return cfg.plan(st.gen, st.floor, st.members)
 }
 
 // lead follows members/ and commits generations while leaderKey (created
@@ -93,6 +151,16 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 	}
 	for _, kv := range gresp.Kvs {
 		m.applyGeneration(st, kv.Value, kv.ModRevision)
+	}
+	known := m.job.Generation()
+	if len(gresp.Kvs) == 0 {
+		// Plan from the ring the members still train in (they keep their
+		// generation when the key goes), numbered above anything the key
+		// ever held; the commit then expects the key absent.
+		st.gen, st.floor = known, rev
+	}
+	if known != nil {
+		st.floor = max(st.floor, known.Number)
 	}
 
 	wctx, cancel := context.WithCancel(ctx)
@@ -140,7 +208,7 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 			m.applyGenerationEvents(st, wr.Events)
 		case <-c.timerC:
 			c.timerC = nil
-			if next, d := cfg.plan(st.gen, st.members); next != nil {
+			if next, d := st.plan(cfg); next != nil {
 				if err := c.commit(ctx, next, d); err != nil {
 					return c.committed, err
 				}
@@ -170,14 +238,16 @@ func (m *Member) applyMember(st *leaderState, key string, value []byte, createRe
 // commits (the leader may commit twice before the watch delivers the
 // first); taking it for a foreign write would roll the leader back to an
 // older generation and fence its next commit. A deleted key keeps the
-// generation we know, so numbers go on growing; the next commit then
-// expects the key to be absent.
+// generation we know, so numbers go on growing (and above the revision of
+// the delete, see leaderState); the next commit then expects the key to be
+// absent.
 func (m *Member) applyGenerationEvents(st *leaderState, events []*clientv3.Event) {
 	for _, ev := range events {
 		switch {
 		case ev.Kv.ModRevision <= st.genRev:
 		case ev.Type == clientv3.EventTypeDelete:
 			st.genRev = 0
+			st.floor = max(st.floor, ev.Kv.ModRevision)
 		default:
 			m.applyGeneration(st, ev.Kv.Value, ev.Kv.ModRevision)
 		}
@@ -217,7 +287,7 @@ type committer struct {
 // arms the settle timer if it only adds members.
 func (c *committer) evaluate(ctx context.Context, now time.Time) error {
 	cfg := c.m.job.cfg
-	next, d := cfg.plan(c.st.gen, c.st.members)
+	next, d := c.st.plan(cfg)
 	if next == nil {
 		c.stopTimer()
 		return nil

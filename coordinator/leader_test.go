@@ -1,13 +1,16 @@
 package coordinator
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ringside/ringside/coordinator/record"
+	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
 )
 
 func TestLeaderIgnoresItsOwnEarlierCommitDeliveredLate(t *testing.T) {
@@ -26,10 +29,11 @@ func TestLeaderIgnoresItsOwnEarlierCommitDeliveredLate(t *testing.T) {
 		return &clientv3.Event{Type: clientv3.EventTypePut, Kv: &mvccpb.KeyValue{Key: []byte(j.genKey()), Value: b, ModRevision: rev}}
 	}
 	tests := []struct {
-		name    string
-		events  []*clientv3.Event
-		wantNum int64
-		wantRev int64
+		name      string
+		events    []*clientv3.Event
+		wantNum   int64
+		wantRev   int64
+		wantFloor int64
 	}{
 		{
 			// Two commits (rev 90, then 100) before the watch delivered the
@@ -47,7 +51,7 @@ func TestLeaderIgnoresItsOwnEarlierCommitDeliveredLate(t *testing.T) {
 			name: "a deleted key keeps the known generation so numbers keep growing",
 			events: []*clientv3.Event{{Type: clientv3.EventTypeDelete,
 				Kv: &mvccpb.KeyValue{Key: []byte(j.genKey()), ModRevision: 130}}},
-			wantNum: 5, wantRev: 0,
+			wantNum: 5, wantRev: 0, wantFloor: 130,
 		},
 	}
 	for _, tt := range tests {
@@ -57,6 +61,111 @@ func TestLeaderIgnoresItsOwnEarlierCommitDeliveredLate(t *testing.T) {
 			if st.gen.Number != tt.wantNum || st.genRev != tt.wantRev {
 				t.Fatalf("leader holds generation %d at revision %d, want %d at %d", st.gen.Number, st.genRev, tt.wantNum, tt.wantRev)
 			}
+			if st.floor != tt.wantFloor {
+				t.Fatalf("floor %d, want %d", st.floor, tt.wantFloor)
+			}
 		})
 	}
+}
+
+// awaitNewer reads gens until a generation numbered above n satisfies ok,
+// failing on an older one: members drop those forever.
+func awaitNewer(t *testing.T, who string, gens <-chan *record.Generation, n int64, ok func(*record.Generation) bool) *record.Generation {
+	t.Helper()
+	timeout := time.After(15 * time.Second)
+	for {
+		select {
+		case g, open := <-gens:
+			if !open {
+				t.Fatalf("%s stopped while waiting for a generation above %d", who, n)
+			}
+			if g.Number > n && ok(g) {
+				return g
+			}
+		case <-timeout:
+			t.Fatalf("%s saw no generation above %d within 15s", who, n)
+		}
+	}
+}
+
+func TestGenerationNumbersGrowAfterTheKeyIsDeletedAndLeadershipMoves(t *testing.T) {
+	srv := etcdtest.Start(t)
+	client := etcdtest.Client(t, srv)
+	// One job per member, as one process per pod.
+	ja, jb, jc := newTestJob(t, client), newTestJob(t, client), newTestJob(t, client)
+	a := join(t, ja, "a")
+	leaderOf(t, a) // campaigns run in the background: let a win first
+	b, c := join(t, jb, "b"), join(t, jc, "c")
+	await(t, c, "all three", hasIDs("a", "b", "c"))
+	ctx := context.Background()
+	for range 3 {
+		if err := b.Restart(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := await(t, c, "b's third restart", func(g *record.Generation) bool {
+		m, _ := g.Member("b")
+		return m.Incarnation == 3
+	})
+	if _, err := client.Delete(ctx, ja.genKey()); err != nil {
+		t.Fatal(err)
+	}
+	lease := a.Lease()
+	a.Close()
+	if _, err := client.Revoke(ctx, lease); err != nil { // as the evictor of a dead leader would
+		t.Fatal(err)
+	}
+	for _, m := range []*Member{b, c} {
+		g := awaitNewer(t, m.ID(), m.Generations(), last.Number, hasIDs("b", "c"))
+		if g.Leader == "a" {
+			t.Fatalf("generation %d committed by the closed leader", g.Number)
+		}
+	}
+	for _, j := range []*Job{jb, jc} {
+		if g := j.Generation(); g.Number <= last.Number {
+			t.Fatalf("job holds generation %d, want above %d", g.Number, last.Number)
+		}
+	}
+}
+
+func TestAFreshLeaderNumbersAboveALostGenerationKey(t *testing.T) {
+	srv := etcdtest.Start(t)
+	client := etcdtest.Client(t, srv)
+	ja := newTestJob(t, client)
+	a := join(t, ja, "a")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // before ja closes: ja waits for its watchers
+	seen := ja.Watch(ctx)
+	await(t, a, "a alone", hasIDs("a"))
+	for range 2 {
+		if err := a.Restart(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := await(t, a, "a's second restart", func(g *record.Generation) bool {
+		m, _ := g.Member("a")
+		return m.Incarnation == 2
+	})
+	if _, err := client.Delete(ctx, ja.genKey()); err != nil {
+		t.Fatal(err)
+	}
+	// b's process starts after the key is gone: it knows no generation.
+	// Pending, it commits nothing while a leads.
+	jb := newTestJob(t, client)
+	b := join(t, jb, "b", func(i *record.MemberInfo) { i.State = record.StatePending })
+	lease := a.Lease()
+	a.Close()
+	if _, err := client.Revoke(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	leaderOf(t, b)
+	if err := b.Activate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g := awaitNewer(t, "b", b.Generations(), 0, hasIDs("b"))
+	if g.Number <= last.Number {
+		t.Fatalf("fresh leader committed generation %d, want above %d", g.Number, last.Number)
+	}
+	// a's process (its job, and any trainer behind it) takes it.
+	awaitNewer(t, "a's job", seen, last.Number, hasIDs("b"))
 }

@@ -46,8 +46,13 @@ func (d delta) String() string {
 }
 
 // plan builds the generation that should follow prev (nil for none) given
-// the registered members. It returns nil when nothing would change.
-func (c Config) plan(prev *record.Generation, members map[string]record.MemberInfo) (*record.Generation, delta) {
+// the registered members. It returns nil when nothing would change. The
+// new number is above both prev's and floor: floor is the highest number
+// any generation may have been committed with, which the leader knows
+// beyond prev when the generation key was lost (numbers must only grow, or
+// every member would ignore the new generations). A nil prev or a floor
+// alone still means "no generation to build on".
+func (c Config) plan(prev *record.Generation, floor int64, members map[string]record.MemberInfo) (*record.Generation, delta) {
 	if prev == nil {
 		prev = &record.Generation{}
 	}
@@ -98,7 +103,7 @@ func (c Config) plan(prev *record.Generation, members map[string]record.MemberIn
 	}
 
 	next := &record.Generation{
-		Number:    prev.Number + 1,
+		Number:    max(prev.Number, floor) + 1,
 		WorldSize: world,
 		Paused:    world < c.Policy.Min,
 	}

@@ -43,7 +43,9 @@ func TestPlan(t *testing.T) {
 		name        string
 		policy      Policy
 		prev        *record.Generation
+		floor       int64
 		members     map[string]record.MemberInfo
+		wantNum     int64 // 0: prev's number + 1
 		wantIDs     []string
 		wantStandby []string
 		wantPaused  bool
@@ -79,12 +81,24 @@ func TestPlan(t *testing.T) {
 			prev:    &record.Generation{Number: 3, Members: []record.RankedMember{{ID: "b", Addr: "b.addr", Slots: 1}, {ID: "a", Addr: "a.addr", Rank: 1, Slots: 1}}, Standby: []string{"c"}, WorldSize: 2},
 			members: members("a", "c", "d"),
 			wantIDs: []string{"a", "c"}, wantStandby: []string{"d"}, wantUrgent: true},
+		{name: "a lost generation key numbers above the floor, from nothing",
+			policy: Policy{Min: 1, Unit: 1}, floor: 41, members: members("a", "b"),
+			wantNum: 42, wantIDs: []string{"a", "b"}},
+		{name: "a floor above prev's number wins and the ring still builds on prev",
+			policy: Policy{Min: 1, Unit: 1}, prev: prev("b", "a"), floor: 20, members: members("a", "b", "c"),
+			wantNum: 21, wantIDs: []string{"b", "a", "c"}},
+		{name: "a floor below prev's number changes nothing",
+			policy: Policy{Min: 1, Unit: 1}, prev: prev("a", "b"), floor: 3, members: members("a"),
+			wantNum: 8, wantIDs: []string{"a"}, wantUrgent: true},
+		{name: "a floor alone does not commit an empty ring",
+			policy: Policy{Min: 1, Unit: 1}, floor: 9, members: members(),
+			wantNil: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := DefaultConfig("ns", "job")
 			cfg.Policy = tt.policy
-			next, d := cfg.plan(tt.prev, tt.members)
+			next, d := cfg.plan(tt.prev, tt.floor, tt.members)
 			if tt.wantNil {
 				if next != nil {
 					t.Fatalf("planned %v, want no change", next.IDs())
@@ -93,6 +107,15 @@ func TestPlan(t *testing.T) {
 			}
 			if next == nil {
 				t.Fatal("planned nothing")
+			}
+			wantNum := tt.wantNum
+			if wantNum == 0 && tt.prev != nil {
+				wantNum = tt.prev.Number + 1
+			} else if wantNum == 0 {
+				wantNum = 1
+			}
+			if next.Number != wantNum {
+				t.Errorf("number %d, want %d", next.Number, wantNum)
 			}
 			if diff := cmp.Diff(tt.wantIDs, next.IDs()); diff != "" {
 				t.Errorf("members (-want +got):\n%s", diff)
@@ -128,7 +151,7 @@ func TestPlanWithoutOrdererAppendsNewcomersInJoinOrder(t *testing.T) {
 		m.Topology = topo
 		ms[id] = m
 	}
-	next, _ := cfg.plan(prev, ms)
+	next, _ := cfg.plan(prev, 0, ms)
 	if diff := cmp.Diff([]string{"b", "a", "d", "c"}, next.IDs()); diff != "" {
 		t.Fatalf("order (-want +got):\n%s", diff)
 	}
@@ -147,8 +170,8 @@ func (reverseOrderer) Order(s, n []record.MemberInfo) []record.MemberInfo {
 func TestPlanTakesTheOrderersRing(t *testing.T) {
 	cfg := DefaultConfig("ns", "job")
 	cfg.Orderer = reverseOrderer{}
-	prev, _ := cfg.plan(nil, members("a", "b"))
-	next, _ := cfg.plan(prev, members("a", "b", "c", "d"))
+	prev, _ := cfg.plan(nil, 0, members("a", "b"))
+	next, _ := cfg.plan(prev, 0, members("a", "b", "c", "d"))
 	if diff := cmp.Diff([]string{"d", "c", "b", "a"}, next.IDs()); diff != "" {
 		t.Fatalf("order (-want +got):\n%s", diff)
 	}
@@ -163,8 +186,8 @@ func TestPlanFallsBackWhenOrdererBreaksContract(t *testing.T) {
 	cfg.Orderer = brokenOrderer{}
 	rec := &testbin.Buffer{}
 	cfg.Logger = warnLogger(rec)
-	prev, _ := cfg.plan(nil, members("a", "b"))
-	next, _ := cfg.plan(prev, members("a", "b", "c"))
+	prev, _ := cfg.plan(nil, 0, members("a", "b"))
+	next, _ := cfg.plan(prev, 0, members("a", "b", "c"))
 	if diff := cmp.Diff([]string{"a", "b", "c"}, next.IDs()); diff != "" {
 		t.Fatalf("order (-want +got):\n%s", diff)
 	}
@@ -210,7 +233,7 @@ func TestPlanKeepsRanksStable(t *testing.T) {
 					live[id] = m
 				}
 			}
-			planned, _ := cfg.plan(gen, live)
+			planned, _ := cfg.plan(gen, 0, live)
 			if planned == nil {
 				continue
 			}
