@@ -12,14 +12,17 @@ import (
 // delta is what a planned generation changes against the previous one.
 type delta struct {
 	joined, left, drained, dropped, restarted []string
-	pausedChanged                             bool
+	// detached: survivors whose registration turned pending, as their
+	// trainer went away (the sidecar's trainer liveness).
+	detached      []string
+	pausedChanged bool
 }
 
 // urgent reports whether the change must be committed at once: anything but
 // pure joins, which wait for the settle window.
 func (d delta) urgent() bool {
 	return len(d.joined) == 0 || len(d.left) > 0 || len(d.drained) > 0 || len(d.dropped) > 0 ||
-		len(d.restarted) > 0 || d.pausedChanged
+		len(d.restarted) > 0 || len(d.detached) > 0 || d.pausedChanged
 }
 
 func (d delta) String() string {
@@ -27,7 +30,7 @@ func (d delta) String() string {
 	for _, p := range []struct {
 		what string
 		ids  []string
-	}{{"join", d.joined}, {"leave", d.left}, {"drain", d.drained}, {"policy", d.dropped}, {"restart", d.restarted}} {
+	}{{"join", d.joined}, {"leave", d.left}, {"drain", d.drained}, {"policy", d.dropped}, {"restart", d.restarted}, {"trainer gone", d.detached}} {
 		if len(p.ids) == 0 {
 			continue
 		}
@@ -170,6 +173,8 @@ func diff(prev, next *record.Generation, members map[string]record.MemberInfo) d
 			d.left = append(d.left, m.ID)
 		case info.State == record.StateDraining:
 			d.drained = append(d.drained, m.ID)
+		case info.State == record.StatePending:
+			d.detached = append(d.detached, m.ID)
 		default:
 			d.dropped = append(d.dropped, m.ID)
 		}

@@ -22,8 +22,11 @@ func members(specs ...string) map[string]record.MemberInfo {
 		if n, _ := fmt.Sscanf(s, "%s %d", &id, &slots); n < 2 {
 			slots = 1
 		}
-		if id[0] == '~' {
+		switch id[0] {
+		case '~':
 			id, state = id[1:], record.StateDraining
+		case '?':
+			id, state = id[1:], record.StatePending
 		}
 		out[id] = record.MemberInfo{ID: id, Addr: id + ".addr", Slots: slots, State: state, JoinRevision: int64(i + 1)}
 	}
@@ -51,6 +54,7 @@ func TestPlan(t *testing.T) {
 		wantPaused  bool
 		wantNil     bool
 		wantUrgent  bool
+		wantReason  string
 	}{
 		{name: "first generation takes every member in join order",
 			policy: Policy{Min: 1, Unit: 1}, members: members("a", "b", "c"),
@@ -75,7 +79,13 @@ func TestPlan(t *testing.T) {
 			wantIDs: []string{"a", "b"}, wantPaused: true},
 		{name: "draining members are excluded at once",
 			policy: Policy{Min: 1, Unit: 1}, prev: prev("a", "b", "c"), members: members("a", "~b", "c"),
-			wantIDs: []string{"a", "c"}, wantUrgent: true},
+			wantIDs: []string{"a", "c"}, wantUrgent: true, wantReason: "drain b"},
+		{name: "a member whose trainer went away (pending) leaves at once",
+			policy: Policy{Min: 1, Unit: 1}, prev: prev("a", "b", "c"), members: members("a", "?b", "c"),
+			wantIDs: []string{"a", "c"}, wantUrgent: true, wantReason: "trainer gone b"},
+		{name: "a pending member that comes back active joins with the settle window",
+			policy: Policy{Min: 1, Unit: 1}, prev: prev("a", "c"), members: members("a", "b", "c"),
+			wantIDs: []string{"a", "c", "b"}, wantReason: "join b"},
 		{name: "standby is promoted when a member leaves",
 			policy:  Policy{Min: 1, Max: 2, Unit: 1},
 			prev:    &record.Generation{Number: 3, Members: []record.RankedMember{{ID: "b", Addr: "b.addr", Slots: 1}, {ID: "a", Addr: "a.addr", Rank: 1, Slots: 1}}, Standby: []string{"c"}, WorldSize: 2},
@@ -128,6 +138,9 @@ func TestPlan(t *testing.T) {
 			}
 			if d.urgent() != tt.wantUrgent && tt.prev != nil {
 				t.Errorf("urgent = %v, want %v (%s)", d.urgent(), tt.wantUrgent, d)
+			}
+			if tt.wantReason != "" && d.String() != tt.wantReason {
+				t.Errorf("reason = %q, want %q", d, tt.wantReason)
 			}
 			if err := next.Validate(); err != nil {
 				t.Errorf("planned generation is invalid: %v", err)

@@ -64,7 +64,11 @@ type Agent struct {
 	checking   map[string]bool       // suspects being checked now
 	announced  map[string]bool       // deaths announced ahead of their generation
 
-	arrived atomic.Bool // the trainer asked for a rendezvous or events (AwaitTrainer)
+	presence *presence // whether the trainer is attached (trainer.go)
+	// stateMu orders the state changes that follow the trainer with the
+	// drain's; leaving, once set, leaves the member's state to the drain.
+	stateMu sync.Mutex
+	leaving atomic.Bool
 
 	wg sync.WaitGroup
 }
@@ -91,6 +95,7 @@ func New(cfg Config, logger *slog.Logger) (*Agent, error) {
 		suspicions: make(map[string]*suspicion),
 		checking:   make(map[string]bool),
 		announced:  make(map[string]bool),
+		presence:   newPresence(cfg.TrainerTimeout),
 	}
 	a.metrics = newMetrics(a.gossipMembers, a.gossipSuspects)
 	return a, nil
@@ -191,7 +196,7 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 		return err
 	}
 	a.seedGossip(ctx)
-	a.wg.Add(2)
+	a.wg.Add(3)
 	go func() {
 		defer a.wg.Done()
 		a.checkVotes(runCtx)
@@ -199,6 +204,10 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 	go func() {
 		defer a.wg.Done()
 		a.flushHeartbeats(runCtx)
+	}()
+	go func() {
+		defer a.wg.Done()
+		a.followTrainer(runCtx)
 	}()
 	if cfg.NodeWatch && cfg.Node != "" {
 		a.watchNode(runCtx)
@@ -349,8 +358,11 @@ func (a *Agent) initialEvents() []api.Event {
 	return out
 }
 
-// requestDrain starts a drain once; later requests are ignored.
+// requestDrain starts a drain once; later requests are ignored. From now
+// on the trainer's presence no longer changes the member's state: a
+// trainer that asked to leave and exits is not "gone" but done.
 func (a *Agent) requestDrain(reason string) {
+	a.leaving.Store(true)
 	select {
 	case a.drainCh <- reason:
 	default:
@@ -363,6 +375,9 @@ func (a *Agent) drain(ctx context.Context, reason string) error {
 	deadline := a.announceDrain(reason)
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	a.leaving.Store(true)
+	a.stateMu.Lock() // waits out a change for the trainer in flight, so draining is stored last
+	a.stateMu.Unlock()
 	if err := a.member.SetState(dctx, record.StateDraining); err != nil {
 		a.log.Warn("could not mark this member draining; leaving at once", "err", err)
 	} else {
@@ -399,33 +414,6 @@ func (a *Agent) initialState() record.State {
 		return record.StatePending
 	}
 	return record.StateActive
-}
-
-// trainerArrived is called on every rendezvous and event stream request
-// (what a trainer or `ringside exec` asks first): the first one of a
-// pending member makes it active. It outlives the request: a trainer that
-// gives up its poll has still started.
-func (a *Agent) trainerArrived() {
-	if !a.cfg.AwaitTrainer || !a.arrived.CompareAndSwap(false, true) {
-		return
-	}
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		select {
-		case <-a.started: // the API serves before the join completes
-		case <-a.stopping:
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), a.cfg.Grace)
-		defer cancel()
-		if err := a.member.Activate(ctx); err != nil {
-			a.log.Error("could not make this member active; its trainer waits", "err", err)
-			a.arrived.Store(false) // the next request tries again
-			return
-		}
-		a.log.Info("trainer arrived; member active")
-	}()
 }
 
 // awaitExclusion waits for a generation without this member: the current

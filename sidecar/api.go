@@ -79,7 +79,9 @@ func (a *Agent) serveRendezvous(w http.ResponseWriter, r *http.Request) {
 		}
 		timeout = d
 	}
-	a.trainerArrived()
+	a.presence.pollStarted()
+	answered := false
+	defer func() { a.presence.pollEnded(answered) }()
 	start := time.Now()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
@@ -88,12 +90,14 @@ func (a *Agent) serveRendezvous(w http.ResponseWriter, r *http.Request) {
 		if g != nil && g.Number > after {
 			a.metrics.rendezvousWait.Observe(time.Since(start).Seconds())
 			writeJSON(w, http.StatusOK, api.NewRendezvous(g, a.cfg.MemberID, a.nccl))
+			answered = true
 			return
 		}
 		select {
 		case <-changed:
 		case <-timer.C:
 			w.WriteHeader(http.StatusNoContent)
+			answered = true
 			return
 		case <-r.Context().Done():
 			return
@@ -105,22 +109,31 @@ func (a *Agent) serveRendezvous(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveEvents streams events as JSON lines, starting with the current
-// generation (and the drain, if one is under way).
+// generation (and the drain, if one is under way). An open stream is the
+// trainer's presence (trainer.go): the trainer closing it is its end.
 func (a *Agent) serveEvents(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		writeError(w, http.StatusInternalServerError, "streaming unsupported")
 		return
 	}
-	a.trainerArrived()
+	a.presence.streamOpened()
 	ch := a.events.subscribe()
 	defer a.events.unsubscribe(ch)
+	byTrainer := a.streamEvents(w, flusher, r, ch)
+	a.presence.streamClosed(byTrainer)
+}
+
+// streamEvents writes the stream until it ends; it reports whether the
+// trainer's side ended it (hung up, or its socket is gone), not the
+// sidecar.
+func (a *Agent) streamEvents(w http.ResponseWriter, flusher http.Flusher, r *http.Request, ch <-chan api.Event) (byTrainer bool) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
 	for _, e := range a.initialEvents() {
 		if enc.Encode(e) != nil {
-			return
+			return true
 		}
 	}
 	flusher.Flush()
@@ -128,16 +141,16 @@ func (a *Agent) serveEvents(w http.ResponseWriter, r *http.Request) {
 		select {
 		case e, open := <-ch:
 			if !open {
-				return
+				return false // dropped as too slow, or the sidecar stops
 			}
 			if enc.Encode(e) != nil {
-				return
+				return true
 			}
 			flusher.Flush()
 		case <-r.Context().Done():
-			return
+			return true
 		case <-a.stopping:
-			return
+			return false
 		}
 	}
 }

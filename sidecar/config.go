@@ -58,6 +58,21 @@ type Config struct {
 	// AwaitTrainer joins the member pending: it enters the ring once its
 	// trainer first asks for a rendezvous, not while it is still starting.
 	AwaitTrainer bool
+	// TrainerTimeout is how long a trainer without an open event stream
+	// stays attached after its last heartbeat (or answered rendezvous),
+	// and how long a stream the sidecar ended may stay closed: then the
+	// member leaves the ring until the trainer is back (trainer.go). A
+	// trainer's closing its stream needs no timeout: it leaves at once.
+	// 10 s: heartbeats come once a step, so this is three missed ones of a
+	// 3 s step, while ringside's own clients (which stream) reconnect a
+	// stream in under a second.
+	TrainerTimeout time.Duration
+	// TrainerStartGrace, when positive, takes a member whose trainer has
+	// not attached this long after the sidecar joined out of the ring (for
+	// a member that joined active, without AwaitTrainer). 0: a trainer that
+	// never attached is never taken for gone, as a Horovod launcher that
+	// asks only for the hosts never attaches.
+	TrainerStartGrace time.Duration
 	// Footprint is how the sidecar process sets up the Go runtime
 	// (footprint.Apply, called by the command) and whether the agent
 	// releases its startup pages once it holds its first generation.
@@ -81,6 +96,7 @@ func DefaultConfig() Config {
 		// 30 s: Kubernetes' default terminationGracePeriodSeconds.
 		Grace:          25 * time.Second,
 		StatusInterval: time.Second,
+		TrainerTimeout: 10 * time.Second,
 		DrainTaints:    preempt.DefaultTaints(),
 		NodeWatch:      true,
 		SysfsRoot:      "/sys",
@@ -125,6 +141,12 @@ func (c Config) Validate() error {
 	}
 	if c.StatusInterval <= 0 {
 		errs = append(errs, fmt.Errorf("status interval must be positive, got %s", c.StatusInterval))
+	}
+	if c.TrainerTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("trainer timeout must be positive, got %s", c.TrainerTimeout))
+	}
+	if c.TrainerStartGrace < 0 {
+		errs = append(errs, fmt.Errorf("trainer start grace must not be negative, got %s", c.TrainerStartGrace))
 	}
 	if err := c.Footprint.Validate(); err != nil {
 		errs = append(errs, err)

@@ -24,6 +24,7 @@ type heartbeats struct {
 const stepWindow = 64
 
 func (a *Agent) recordHeartbeat(hb api.Heartbeat) {
+	a.presence.heartbeat()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	b := &a.beats

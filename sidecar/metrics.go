@@ -15,6 +15,7 @@ type metrics struct {
 	leader          prometheus.Gauge
 	failureToCommit prometheus.Histogram
 	rendezvousWait  prometheus.Histogram
+	trainerAttached prometheus.Gauge
 	gossipMembers   prometheus.GaugeFunc
 	gossipSuspects  prometheus.GaugeFunc
 	etcdErrors      *prometheus.CounterVec
@@ -56,6 +57,10 @@ func newMetrics(gossipMembers, gossipSuspects func() float64) *metrics {
 			Help:    "How long rendezvous requests waited for their generation.",
 			Buckets: latencyBuckets,
 		}),
+		trainerAttached: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ringside_api_trainer_attached",
+			Help: "1 while this pod's trainer is attached to the API (an event stream open, heartbeats on time), else 0.",
+		}),
 		gossipMembers: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "ringside_gossip_members",
 			Help: "Members alive in this sidecar's gossip view, itself included.",
@@ -86,7 +91,7 @@ func newMetrics(gossipMembers, gossipSuspects func() float64) *metrics {
 		}),
 	}
 	m.reg.MustRegister(m.generation, m.worldSize, m.members, m.leader, m.failureToCommit,
-		m.rendezvousWait, m.gossipMembers, m.gossipSuspects, m.etcdErrors, m.apiRequests,
+		m.rendezvousWait, m.trainerAttached, m.gossipMembers, m.gossipSuspects, m.etcdErrors, m.apiRequests,
 		m.deadPeers, m.votes, m.socketsReset,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -28,9 +28,12 @@ const (
 	// StateDraining members are leaving (preemption) and are excluded from
 	// the next generation, which the leader commits at once.
 	StateDraining State = "draining"
-	// StatePending members are registered but wait for their trainer to
-	// start: no generation places them until they turn active, so a
-	// trainer that starts slowly does not hold up the others' next group.
+	// StatePending members are registered but wait for their trainer: to
+	// start, or to come back after it went away (its event stream closed,
+	// its heartbeats stopped, `ringside exec` exited) while the sidecar
+	// lives on. No generation places them until they turn active again, so
+	// a trainer that starts slowly or crashed does not hold up the others'
+	// next group; a member in the ring that turns pending leaves it at once.
 	StatePending State = "pending"
 )
 

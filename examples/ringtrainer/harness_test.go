@@ -51,6 +51,7 @@ type worker struct {
 	sidecar *proc
 	trainer *proc
 	out     *lineLog
+	args    []string // the trainer's
 }
 
 // start runs worker n's sidecar and trainer; the trainer waits for the
@@ -65,9 +66,17 @@ func (c *cluster) start(n int, trainerArgs ...string) *worker {
 		"--member-id", id, "--advertise", fmt.Sprintf("127.0.0.%d", n+30),
 		"--socket", socket, "--gossip-port", "0",
 		"--settle", "100ms", "--node-watch=false", "--sysfs-root", c.t.TempDir())
-	args := append([]string{"--socket", socket, "--port", fmt.Sprint(c.port), "--step-time", "20ms"}, trainerArgs...)
-	w.trainer = startProc(c.t, id+" trainer", trainerBin, w.out, args...)
+	w.args = append([]string{"--socket", socket, "--port", fmt.Sprint(c.port), "--step-time", "20ms"}, trainerArgs...)
+	w.trainer = startProc(c.t, id+" trainer", trainerBin, w.out, w.args...)
 	return w
+}
+
+// restartTrainer starts w's trainer again beside its sidecar, as the
+// kubelet restarts a crashed training container; it prints to the same
+// output.
+func (c *cluster) restartTrainer(w *worker) {
+	c.t.Helper()
+	w.trainer = startProc(c.t, w.id+" trainer (restarted)", trainerBin, w.out, w.args...)
 }
 
 // proc is a child process; its stderr is kept for the failure report.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // startWorkers starts n workers and waits until every trainer completed
@@ -61,6 +62,35 @@ func TestSurvivorsRetrainAfterKill(t *testing.T) {
 		w.await(t, &pos[i+1], "a ring at world size 2", func(l outLine) bool { return l.Event == "ring" && l.World == 2 })
 		w.awaitSteps(t, &pos[i+1], 3, 2)
 	}
+	for _, w := range survivors {
+		w.checkOutput(t)
+	}
+}
+
+// TestSurvivorsRetrainAfterTrainerKill SIGKILLs only a worker's trainer,
+// as an OOM kill or a CUDA error ends a training container while its
+// sidecar lives on: the member leaves the ring at once, and the restarted
+// trainer brings it back.
+func TestSurvivorsRetrainAfterTrainerKill(t *testing.T) {
+	c := newCluster(t)
+	ws, pos := startWorkers(t, c, 3)
+	victim, survivors := ws[1], []*worker{ws[0], ws[2]}
+	spos := []*int{&pos[0], &pos[2]}
+	killed := time.Now()
+	victim.trainer.cmd.Process.Kill()
+	<-victim.trainer.done
+	for i, w := range survivors {
+		w.awaitSteps(t, spos[i], 1, 2)
+		t.Logf("%s: a step at world size 2 %s after the kill of %s's trainer", w.id, time.Since(killed).Round(time.Millisecond), victim.id)
+	}
+
+	back := time.Now()
+	c.restartTrainer(victim)
+	for i, w := range survivors {
+		w.awaitSteps(t, spos[i], 1, 3)
+		t.Logf("%s: a step at world size 3 %s after %s's trainer restarted", w.id, time.Since(back).Round(time.Millisecond), victim.id)
+	}
+	victim.awaitSteps(t, &pos[1], 1, 3)
 	for _, w := range survivors {
 		w.checkOutput(t)
 	}

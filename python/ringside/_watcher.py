@@ -4,12 +4,35 @@ moment a newer generation (or the death of one of its members) is
 announced, and the heartbeat sender."""
 
 import logging
+import os
+import stat
 import threading
 import time
 
 from .errors import IncompatibleSidecar, RingsideError, SidecarLost
 
 log = logging.getLogger("ringside")
+
+# The sidecar takes the close of a trainer's last event stream for the
+# trainer's end (the member leaves the ring until it is back). A trainer
+# that re-executes itself is not ending: it keeps its open stream across the
+# exec, named by this variable, and the new process closes it once its own
+# stream is open.
+HANDOVER_ENV = "RINGSIDE_EVENTS_FD"
+
+
+def _take_handover():
+    """The stream fd an earlier run of this process handed over, or None."""
+    value = os.environ.pop(HANDOVER_ENV, None)
+    if not value:
+        return None
+    try:
+        fd = int(value)
+        if stat.S_ISSOCK(os.fstat(fd).st_mode):
+            return fd
+    except (ValueError, OSError):
+        pass
+    return None
 
 
 class Watcher:
@@ -30,6 +53,7 @@ class Watcher:
         self.draining = False
         self.drain_reason = ""
         self.lost = None
+        self._handed = _take_handover()
         self._thread = threading.Thread(target=self._run, name="ringside-events", daemon=True)
 
     def start(self):
@@ -43,6 +67,27 @@ class Watcher:
         if stream is not None:
             stream.close()
         self._thread.join(timeout=5)
+        self._release_handover()
+
+    def hand_over(self):
+        """Keeps the open event stream open across an exec of this process
+        (see HANDOVER_ENV); returns its fd, or None without a stream."""
+        with self._cond:
+            stream = self._stream
+        fd = stream.fileno() if stream is not None else None
+        if fd is None:
+            return None
+        os.set_inheritable(fd, True)
+        os.environ[HANDOVER_ENV] = str(fd)
+        return fd
+
+    def _release_handover(self):
+        fd, self._handed = self._handed, None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     # Queries from the training thread.
 
@@ -91,6 +136,7 @@ class Watcher:
                 failing_since, backoff = None, 0.05
                 with self._cond:
                     self._stream = stream
+                self._release_handover()  # this run's own stream is open now
                 if self._stop.is_set():
                     stream.close()
                     return

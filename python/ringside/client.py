@@ -167,6 +167,11 @@ class EventStream:
                 deadline=str(d.get("deadline", "") or ""),
             )
 
+    def fileno(self):
+        """The stream's socket, or None once closed."""
+        sock = self._conn.sock
+        return sock.fileno() if sock is not None else None
+
     def close(self):
         sock = self._conn.sock
         if sock is not None:

@@ -37,6 +37,7 @@ import threading
 import time
 
 from . import _group
+from . import _watcher
 from ._watcher import Heartbeats, Watcher
 from .client import ACTIVE, Client
 from .errors import IncompatibleSidecar, RingsideError, SidecarError, SidecarLost, SidecarUnreachable, StateCorrupt
@@ -234,7 +235,7 @@ class _Trainer:
             return False, None, None
         except _group.FormationFailed as e:
             return False, None, self.broken(r, e)
-        group.stuck_after, group.on_stuck = self.stuck_restart_after, lambda g: _leave_stuck(g, watcher.draining)
+        group.stuck_after, group.on_stuck = self.stuck_restart_after, lambda g: _leave_stuck(g, watcher.draining, watcher)
         watcher.attach(group, [m.id for m in r.members])
         state.rank, state.world_size, state.generation, state.member = group.rank, group.world_size, r.generation, r.member
         try:
@@ -306,14 +307,14 @@ class _Trainer:
             log.info("reported the failed collective to the sidecar, naming %s", ", ".join(peers))
 
 
-def _leave_stuck(group, draining):
+def _leave_stuck(group, draining, watcher=None):
     """The way out of a collective gloo will not fail. A member that drains
     has nothing left to do there (its steps are committed and the others
     train on without it), so the process exits 0 as a drained trainer does;
     re-executing it would only wait for a sidecar that has left. Any other
     member re-executes and rejoins."""
     if not draining:
-        _reexec(group)
+        _reexec(group, watcher)
         return
     log.info("drained: leaving the blocked collective of generation %d by exiting", group.generation)
     _flush()
@@ -329,17 +330,21 @@ def _flush():
     logging.shutdown()
 
 
-def _reexec(group):
+def _reexec(group, watcher=None):
     """Replaces this process with a fresh run of the same command. The
-    sidecar keeps the member in the job; the new process rejoins the
-    current generation and syncs."""
+    sidecar keeps the member in the job, as the watcher's event stream stays
+    open across the exec; the new process rejoins the current generation
+    and syncs."""
     argv = list(getattr(sys, "orig_argv", None) or [sys.executable] + sys.argv)
     log.warning("re-executing this trainer to leave the blocked collective of generation %d: %s",
                 group.generation, " ".join(argv))
     _flush()
+    if watcher is not None:
+        watcher.hand_over()
     try:
         os.execv(sys.executable, argv)
     except OSError as e:
+        os.environ.pop(_watcher.HANDOVER_ENV, None)
         log.error("could not re-execute %s: %s; the collective ends at its timeout", sys.executable, e)
 
 

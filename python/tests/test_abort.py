@@ -1,6 +1,7 @@
 """The abort watchdog and the re-execution it falls back to."""
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -128,6 +129,47 @@ class ReexecTest(unittest.TestCase):
         self.assertEqual([l[1] for l in lines], ["1", "2"])
         self.assertEqual(lines[0][2], lines[1][2], "the pid changed")
         self.assertIn("re-executing this trainer", out.stderr)
+
+    def test_the_event_stream_stays_open_across_the_exec(self):
+        # The sidecar takes a closed stream for the trainer's end: the
+        # re-executed process takes the stream over and closes it only
+        # once its own is open.
+        script = textwrap.dedent("""
+            import os, sys
+            sys.path.insert(0, %r)
+            from ringside import elastic
+            from ringside._watcher import Watcher
+            if os.environ.get("RUNS") != "2":
+                os.environ["RUNS"] = "2"
+                fd = os.dup(int(os.environ["STREAM_FD"]))  # not inheritable, as a socket's fd is
+                os.close(int(os.environ["STREAM_FD"]))
+                w = Watcher(client=None)
+                w._stream = type("S", (), {"fileno": lambda self: fd})()
+                print("run 1", fd, flush=True)
+                elastic._reexec(type("G", (), {"generation": 3})(), w)
+            else:
+                w = Watcher(client=None)
+                fd = w._handed
+                print("run 2", fd, os.environ.get("RINGSIDE_EVENTS_FD"), flush=True)
+                w._release_handover()
+                try:
+                    os.fstat(fd)
+                    print("still open", flush=True)
+                except OSError:
+                    print("released", flush=True)
+        """ % os.path.dirname(HERE))
+        a, b = socket.socketpair()
+        try:
+            first = subprocess.Popen([sys.executable, "-c", script, "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, pass_fds=[b.fileno()], env=dict(os.environ, STREAM_FD=str(b.fileno())))
+            b.close()
+            out, err = first.communicate(timeout=30)
+        finally:
+            a.close()
+        lines = out.split("\n")
+        self.assertTrue(lines[0].startswith("run 1 "), out + err)
+        fd = lines[0].split()[2]
+        self.assertEqual(lines[1:3], ["run 2 %s None" % fd, "released"], "the new process did not take the stream over:\n" + out + err)
 
     def test_a_draining_member_exits_instead(self):
         script = textwrap.dedent("""

@@ -253,6 +253,38 @@ func TestExecFailureAsTheJobChangesIsNotCounted(t *testing.T) {
 	}
 }
 
+// When exec itself ends (its command failed past --max-restarts, as a
+// trainer container's main process does before the kubelet restarts it),
+// the member leaves the ring at once, and the restarted exec brings it back.
+func TestExecThatEndsTakesItsMemberOutUntilItIsBack(t *testing.T) {
+	srv := etcdtest.Start(t)
+	w0 := sidecartest.Start(t, srv.Endpoints(), "exec", "w0")
+	w1 := sidecartest.Start(t, srv.Endpoints(), "exec", "w1")
+	e0 := startExec(t, w0.Socket, 0, `trap 'exit 0' TERM; echo "start $WORLD_SIZE"; `+loop)
+	e0.await(t, "start 2")
+
+	marker := filepath.Join(t.TempDir(), "crashed")
+	script := `trap 'exit 0' TERM; if [ ! -e ` + marker + ` ]; then touch ` + marker + `; exit 3; fi; echo "back $WORLD_SIZE"; ` + loop
+	crash := time.Now()
+	if code := startExec(t, w1.Socket, 0, script).wait(t); code != 3 {
+		t.Fatalf("the crashing exec exited %d, want its command's 3", code)
+	}
+	e0.await(t, "start 1")
+	t.Logf("w0 restarted at world size 1 %s after w1's exec started and gave up", time.Since(crash).Round(time.Millisecond))
+
+	back := time.Now()
+	e1 := startExec(t, w1.Socket, 0, script)
+	e0.await(t, "start 2")
+	e1.await(t, "back 2")
+	t.Logf("w0 restarted at world size 2 %s after w1's exec came back", time.Since(back).Round(time.Millisecond))
+	for _, e := range []*execRun{e0, e1} {
+		e.signals <- syscall.SIGTERM
+		if code := e.wait(t); code != 0 {
+			t.Fatalf("exit code %d, want 0", code)
+		}
+	}
+}
+
 // requirePython returns python3's path; without one the test skips, and
 // fails in CI.
 func requirePython(t *testing.T) string {

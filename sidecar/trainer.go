@@ -1,0 +1,257 @@
+package sidecar
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/ringside/ringside/coordinator/record"
+)
+
+// The trainer's liveness is part of the membership. A trainer that dies
+// while its sidecar lives (an OOM kill or a CUDA error ends the training
+// container, the sidecar container lives on) would otherwise hold a place
+// in the ring that nobody trains in: the survivors form groups with a rank
+// that never comes. So the member leaves the ring (it turns pending, and
+// the leader commits the generation without it at once, as for any
+// failure) when its trainer goes, and enters it again (it turns active,
+// and joins with the settle window) when the trainer comes back, as the
+// kubelet restarts the container and the new trainer asks for a
+// rendezvous or opens the event stream.
+//
+// How the sidecar knows its trainer is there:
+//
+//   - An open event stream (GET /v1/events) is the trainer: every ringside
+//     client keeps one open for its whole life (the Python watcher, Go
+//     trainers, `ringside exec`, which restarts its command itself and
+//     holds the stream while it does). When the trainer's side closes the
+//     last stream, its process has ended (the kernel closes its sockets on
+//     any death) and it is gone at once: no timeout stands between a crash
+//     and the survivors' next generation. A stream the sidecar itself ends
+//     (a subscriber too slow, see broadcaster) is not a death: the trainer
+//     reconnects, and has TrainerTimeout to.
+//   - A trainer that never streams is watched by its heartbeats (POST
+//     /v1/heartbeat): it is gone TrainerTimeout after its last one, or after
+//     the last rendezvous answered to it. One that neither streams nor
+//     heartbeats (a launcher that only polls the rendezvous, as Horovod's
+//     host discovery does) gives nothing to watch and is never taken for
+//     gone.
+//   - A rendezvous long poll in progress is the trainer too (a standby
+//     trainer waits in one), but one the trainer hangs up tells nothing:
+//     clients give up polls for their own reasons.
+//   - Before its first attach a trainer is starting (importing torch,
+//     loading data): with AwaitTrainer the member is pending until then
+//     anyway; without it, the member is left active, and taken out only
+//     once TrainerStartGrace (when set) passes without an attach.
+//
+// With several slots, any one process's stream keeps the member attached:
+// the death of one of them breaks its group, which the collective failure
+// path handles. Once a drain has begun, the drain alone decides the
+// member's state.
+
+// presence tracks whether the pod's trainer is attached to the API. The
+// API handlers report to it; followTrainer acts on it.
+type presence struct {
+	timeout time.Duration
+
+	mu      sync.Mutex
+	streams int // event streams open
+	polls   int // rendezvous long polls in progress
+	// watched: the trainer streamed events or sent a heartbeat, so its end
+	// can be seen.
+	watched bool
+	seen    bool // attached at least once
+	// deadline: with no stream or poll open, a watched trainer is gone
+	// from then on.
+	deadline time.Time
+	why      string // why the deadline was set, for the log
+
+	kick chan struct{} // wakes followTrainer; buffered, never blocks
+}
+
+func newPresence(timeout time.Duration) *presence {
+	return &presence{timeout: timeout, kick: make(chan struct{}, 1)}
+}
+
+// change applies f under the lock and wakes followTrainer.
+func (p *presence) change(f func(now time.Time)) {
+	p.mu.Lock()
+	f(time.Now())
+	p.mu.Unlock()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// extend moves the deadline to timeout from now, never earlier.
+func (p *presence) extend(now time.Time, why string) {
+	if d := now.Add(p.timeout); d.After(p.deadline) {
+		p.deadline, p.why = d, why
+	}
+}
+
+func (p *presence) streamOpened() {
+	p.change(func(time.Time) { p.streams++; p.watched, p.seen = true, true })
+}
+
+// streamClosed records the end of an event stream; byTrainer: the trainer's
+// side closed it (not the sidecar).
+func (p *presence) streamClosed(byTrainer bool) {
+	p.change(func(now time.Time) {
+		p.streams--
+		if byTrainer {
+			p.deadline, p.why = now, "its event stream closed"
+			return
+		}
+		p.extend(now, "its event stream, ended by the sidecar, was not opened again")
+	})
+}
+
+func (p *presence) pollStarted() {
+	p.change(func(time.Time) { p.polls++; p.seen = true })
+}
+
+// pollEnded records the end of a long poll; answered: the trainer got its
+// answer (a generation, or no content when its timeout ran out).
+func (p *presence) pollEnded(answered bool) {
+	p.change(func(now time.Time) {
+		p.polls--
+		if answered {
+			p.extend(now, "no heartbeat since its last rendezvous")
+		}
+	})
+}
+
+func (p *presence) heartbeat() {
+	p.change(func(now time.Time) {
+		p.watched, p.seen = true, true
+		p.deadline, p.why = now.Add(p.timeout), "its heartbeats stopped"
+	})
+}
+
+// attached reports whether the trainer is attached at now. seen is false
+// while it never was; else, when attached, recheck is when it will not be
+// unless it is heard from (zero: no such time), and why says what it
+// missed when it is not.
+func (p *presence) attached(now time.Time) (attached, seen bool, recheck time.Time, why string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case !p.seen:
+		return false, false, time.Time{}, ""
+	case p.streams > 0 || p.polls > 0 || !p.watched:
+		return true, true, time.Time{}, ""
+	case now.Before(p.deadline):
+		return true, true, p.deadline, ""
+	}
+	return false, true, time.Time{}, p.why
+}
+
+// trainerState is the registration state a trainer's presence asks for at
+// now (the member started at started), and when that changes by itself,
+// at the end of the start grace (zero: it does not).
+func (a *Agent) trainerState(attached, seen bool, now, started time.Time) (s record.State, recheck time.Time) {
+	switch {
+	case attached:
+		return record.StateActive, time.Time{}
+	case seen, a.cfg.AwaitTrainer:
+		return record.StatePending, time.Time{}
+	case a.cfg.TrainerStartGrace <= 0:
+		return record.StateActive, time.Time{}
+	}
+	if end := started.Add(a.cfg.TrainerStartGrace); now.Before(end) {
+		return record.StateActive, end
+	}
+	return record.StatePending, time.Time{}
+}
+
+// trainerRetry is how soon a state change that etcd did not take is tried
+// again; applyTimeout bounds one try, so a drain never waits long for it.
+const (
+	trainerRetry = 200 * time.Millisecond
+	applyTimeout = 5 * time.Second
+)
+
+// followTrainer keeps the member's registration state in line with its
+// trainer's presence until ctx ends: active while the trainer is attached,
+// pending while it is gone. It writes only changes: a member whose trainer
+// stays attached writes nothing.
+func (a *Agent) followTrainer(ctx context.Context) {
+	started := time.Now()
+	applied := a.initialState()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		attached, seen, recheck, why := a.presence.attached(now)
+		want, graceEnd := a.trainerState(attached, seen, now, started)
+		switch {
+		case attached:
+			why = "trainer attached"
+		case seen:
+			why = "trainer gone: " + why
+		case want == record.StatePending && !a.cfg.AwaitTrainer:
+			why = "trainer did not attach within the start grace of " + a.cfg.TrainerStartGrace.String()
+		}
+		if recheck.IsZero() {
+			recheck = graceEnd
+		}
+		if want != applied {
+			if a.applyTrainerState(ctx, want, why) {
+				applied = want
+			} else if ctx.Err() == nil {
+				recheck = time.Now().Add(trainerRetry)
+			}
+		}
+		a.metrics.trainerAttached.Set(boolFloat(attached))
+		timer.Stop()
+		if !recheck.IsZero() {
+			timer.Reset(time.Until(recheck))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.presence.kick:
+		case <-timer.C:
+		}
+	}
+}
+
+// applyTrainerState stores s (active or pending) unless a drain has begun;
+// it reports whether there is nothing left to do.
+func (a *Agent) applyTrainerState(ctx context.Context, s record.State, why string) bool {
+	a.stateMu.Lock()
+	defer a.stateMu.Unlock()
+	if a.leaving.Load() {
+		return true // the drain owns the state now
+	}
+	actx, cancel := context.WithTimeout(ctx, applyTimeout)
+	defer cancel()
+	start := time.Now()
+	var err error
+	if s == record.StateActive {
+		// Activate turns only a pending member active: a member the
+		// drain marked draining meanwhile stays draining.
+		err = a.member.Activate(actx)
+	} else {
+		err = a.member.SetState(actx, s)
+	}
+	if err != nil {
+		a.log.Warn("could not follow the trainer's presence; trying again", "state", s, "why", why, "err", err)
+		return false
+	}
+	if s == record.StateActive {
+		a.log.Info("trainer attached; member enters the ring", "why", why, "took", time.Since(start))
+	} else {
+		a.log.Warn("member leaves the ring until its trainer comes back", "why", why, "took", time.Since(start))
+	}
+	return true
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
