@@ -293,7 +293,9 @@ func (c *checker) deadlocks() {
 			continue
 		}
 		c.r.Deadlocks++
-		c.violation("deadlock", from, "no step for %.1fs with %d workers running", times[i].Sub(from).Seconds(), c.live(from.Add(c.cfg.DeadlockAfter)))
+		// The last step before a stall can come a moment before the
+		// fault that caused it: the fault is the one before from+1s.
+		c.violation("deadlock", from.Add(time.Second), "no step for %.1fs with %d workers running", times[i].Sub(from).Seconds(), c.live(from.Add(c.cfg.DeadlockAfter)))
 	}
 }
 

@@ -213,6 +213,7 @@ func start(ctx context.Context, cfg Config, progress io.Writer) (*harness, func(
 		once = true
 		recCancel()
 		job.Close()
+		rec.stop()
 		e.close()
 		cleanup()
 	}
