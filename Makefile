@@ -57,5 +57,11 @@ bench: build
 	$(BIN) bench goodput --trainer pytorch --workers 8 --duration 10m --kill-every 60s --json
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./netopt/
 
+## chaos: a seeded schedule of faults for each of a few seeds; each prints a JSON line
+## (violations on stderr); a bounded run of it is part of `make test`
+CHAOS_SEEDS ?= 1 2 3
+chaos: build
+	@for s in $(CHAOS_SEEDS); do $(BIN) bench chaos --workers 8 --events 100 --seed $$s --json || exit 1; done
+
 clean:
 	rm -rf bin

@@ -2,10 +2,12 @@ package main
 
 import (
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ringside/ringside/internal/bench"
+	"github.com/ringside/ringside/internal/chaos"
 )
 
 func newBenchCmd() *cobra.Command {
@@ -13,7 +15,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Measure ringside against its targets; each prints one JSON line last",
 	}
-	cmd.AddCommand(newBenchRendezvousCmd(), newBenchDetectCmd(), newBenchRecoveryCmd(), newBenchGoodputCmd())
+	cmd.AddCommand(newBenchRendezvousCmd(), newBenchDetectCmd(), newBenchRecoveryCmd(), newBenchGoodputCmd(), newBenchChaosCmd())
 	return cmd
 }
 
@@ -167,4 +169,66 @@ sample_goodput weighs each step by the world size it ran at.`,
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up after this long")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON line")
 	return cmd
+}
+
+func newBenchChaosCmd() *cobra.Command {
+	cfg := chaos.DefaultConfig()
+	var asJSON bool
+	faults := "all"
+	cmd := &cobra.Command{
+		Use:   "chaos",
+		Short: "Play a seeded random schedule of faults on a training job and check the recorded history",
+		Long: `chaos runs N workers (a sidecar process and a ring all-reduce trainer process
+each, on their own loopback addresses) against an etcd in a process of its own,
+and plays --events events drawn with --seed from --faults: SIGKILL or SIGSTOP
+(SIGCONT after a while) of a worker, of the leader, of several workers at once,
+of only the trainer or only the sidecar; drains (SIGTERM); scale-ups; etcd
+killed and restarted on the same data and port, or frozen. Dead workers are
+replaced, so the job keeps going. It records every generation commit, every
+generation a sidecar streamed to its trainer, every eviction and every step,
+checks the generation history with porcupine and counts deadlocks,
+divergences, lost committed steps, split brain, spurious generations and live
+evictions; the time from each fault until every survivor steps again gives
+the resume figures. Each violation is printed on stderr.`,
+		Example: `  ringside bench chaos --workers 8 --events 100 --seed 1 --json
+  ringside bench chaos --workers 4 --events 10 --faults kill,kill-leader,stop --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			kinds, err := chaos.ParseKinds(faults)
+			if err != nil {
+				return err
+			}
+			cfg.Kinds = kinds
+			res, err := chaos.Run(cmd.Context(), cfg, os.Stderr)
+			if err != nil {
+				return err
+			}
+			return bench.WriteResult(cmd.OutOrStdout(), res, asJSON)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "workers the job keeps")
+	f.IntVar(&cfg.Events, "events", cfg.Events, "events of the schedule")
+	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the schedule")
+	f.StringVar(&faults, "faults", faults, "comma-separated fault kinds to draw from, or all: "+strings.Join(kindNames(), ", "))
+	f.StringVar(&cfg.TrainerBin, "trainer-bin", "", "ring trainer binary (default: ringtrainer next to ringside, or in PATH)")
+	f.DurationVar(&cfg.StepTime, "step-time", cfg.StepTime, "the trainers' simulated compute per step")
+	f.DurationVar(&cfg.Settle, "settle", cfg.Settle, "the leader's settle window for joins")
+	f.IntVar(&cfg.Min, "min", cfg.Min, "the policy's smallest world size")
+	f.Float64Var(&cfg.HoldScale, "hold-scale", cfg.HoldScale, "stretch each freeze and etcd outage (drawn between 1 and 4 s) by this factor")
+	f.DurationVar(&cfg.Check.DeadlockAfter, "deadlock-after", cfg.Check.DeadlockAfter, "a stall of training longer than this is a deadlock")
+	f.DurationVar(&cfg.Check.DivergenceBound, "divergence-bound", cfg.Check.DivergenceBound, "how long live members may disagree on the generation")
+	f.StringVar(&cfg.LogDir, "log-dir", "", "keep every process's log in this directory (default: a temporary one, removed)")
+	f.BoolVar(&cfg.RequireAll, "require-all", os.Getenv("CI") == "true", "fail when a fault kind cannot be played here instead of leaving it out (default: CI=true)")
+	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up after this long")
+	f.BoolVar(&asJSON, "json", false, "print the result as one JSON line")
+	return cmd
+}
+
+func kindNames() []string {
+	names := make([]string, len(chaos.AllKinds))
+	for i, k := range chaos.AllKinds {
+		names[i] = string(k)
+	}
+	return names
 }

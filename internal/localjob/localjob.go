@@ -1,5 +1,5 @@
 // Package localjob runs a whole ringside job on one machine: an embedded
-// etcd and workers that are each a real `ringside sidecar` process plus a
+// etcd (or one the caller runs) and workers that are each a real `ringside sidecar` process plus a
 // trainer process, every worker on its own loopback address (127.0.0.N) as
 // pods have their own IPs. The demo and the recovery benchmark drive it.
 package localjob
@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -34,6 +35,9 @@ type Config struct {
 	Job, Dir string
 	// SidecarArgs are extra `ringside sidecar` flags.
 	SidecarArgs []string
+	// Endpoints, when set, are the client URLs of an etcd the caller runs
+	// (so that it can kill, freeze and restart it); Start then starts none.
+	Endpoints []string
 }
 
 // Line is a line a trainer printed (the ring trainer's JSON lines).
@@ -54,7 +58,7 @@ func (l Line) Time() time.Time { return time.UnixMicro(int64(l.T * 1e6)) }
 // Job is a running local job.
 type Job struct {
 	cfg   Config
-	etcd  *etcdlocal.Server
+	etcd  *etcdlocal.Server // nil with Config.Endpoints
 	lines chan Line
 
 	mu      sync.Mutex
@@ -84,16 +88,24 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	srv, err := etcdlocal.Start(ctx, etcdlocal.EphemeralConfig(filepath.Join(cfg.Dir, "etcd")))
-	if err != nil {
-		return nil, err
+	var srv *etcdlocal.Server
+	if len(cfg.Endpoints) == 0 {
+		var err error
+		if srv, err = etcdlocal.Start(ctx, etcdlocal.EphemeralConfig(filepath.Join(cfg.Dir, "etcd"))); err != nil {
+			return nil, err
+		}
 	}
 	return &Job{cfg: cfg, etcd: srv, lines: make(chan Line, 1<<16), workers: map[string]*Worker{},
 		closing: make(chan struct{})}, nil
 }
 
 // Endpoints are the etcd client URLs.
-func (j *Job) Endpoints() []string { return j.etcd.Endpoints() }
+func (j *Job) Endpoints() []string {
+	if j.etcd == nil {
+		return j.cfg.Endpoints
+	}
+	return j.etcd.Endpoints()
+}
 
 // Lines delivers every trainer's output lines. Read it steadily: trainers
 // print a line per step.
@@ -119,7 +131,7 @@ func (j *Job) AddWorker(ctx context.Context) (*Worker, error) {
 		Socket: filepath.Join(j.cfg.Dir, fmt.Sprintf("w%d.sock", n)),
 	}
 	w.API = client.New(w.Socket)
-	args := append([]string{"sidecar", "--job", j.cfg.Job, "--etcd-endpoints", j.etcd.Endpoints()[0],
+	args := append([]string{"sidecar", "--job", j.cfg.Job, "--etcd-endpoints", strings.Join(j.Endpoints(), ","),
 		"--member-id", w.ID, "--advertise", w.Addr, "--socket", w.Socket, "--gossip-port", "0",
 		"--node-watch=false", "--sysfs-root", j.cfg.Dir, "--log-format", "json"}, j.cfg.SidecarArgs...)
 	if len(j.cfg.Trainer) > 0 {
@@ -218,6 +230,12 @@ func (j *Job) spawn(name string, cmd *exec.Cmd, lines string) (*launch.Process, 
 // SidecarPID is the sidecar process's id.
 func (w *Worker) SidecarPID() int { return w.sidecar.Pid() }
 
+// Sidecar is the sidecar's process, for faults that hit it alone.
+func (w *Worker) Sidecar() *launch.Process { return w.sidecar }
+
+// Trainer is the trainer's process, nil when the job runs none.
+func (w *Worker) Trainer() *launch.Process { return w.trainer }
+
 // procs are the worker's running processes.
 func (w *Worker) procs() []*launch.Process {
 	if w.trainer == nil {
@@ -291,6 +309,8 @@ func (j *Job) Close() {
 		j.Kill(w)
 		w.API.Close()
 	}
-	j.etcd.Close()
+	if j.etcd != nil {
+		j.etcd.Close()
+	}
 	j.wg.Wait()
 }
