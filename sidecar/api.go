@@ -110,16 +110,31 @@ func (a *Agent) serveRendezvous(w http.ResponseWriter, r *http.Request) {
 
 // serveEvents streams events as JSON lines, starting with the current
 // generation (and the drain, if one is under way). An open stream is the
-// trainer's presence (trainer.go): the trainer closing it is its end.
+// trainer's presence (trainer.go): the trainer closing it is its end. A
+// stream opened with ?observe=true (a status tool, a test harness) is
+// not the trainer: it neither keeps the member attached nor activates it.
 func (a *Agent) serveEvents(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		writeError(w, http.StatusInternalServerError, "streaming unsupported")
 		return
 	}
-	a.presence.streamOpened()
+	observe := false
+	if s := r.URL.Query().Get("observe"); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("observe=%q: want true or false", s))
+			return
+		}
+		observe = b
+	}
 	ch := a.events.subscribe()
 	defer a.events.unsubscribe(ch)
+	if observe {
+		a.streamEvents(w, flusher, r, ch)
+		return
+	}
+	a.presence.streamOpened()
 	byTrainer := a.streamEvents(w, flusher, r, ch)
 	a.presence.streamClosed(byTrainer)
 }

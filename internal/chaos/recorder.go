@@ -173,7 +173,7 @@ func (r *recorder) follow(ctx context.Context, w *localjob.Worker) {
 	go func() {
 		defer r.wg.Done()
 		for {
-			events, err := w.API.Events(ctx)
+			events, err := w.API.Observe(ctx)
 			if err == nil {
 				for e := range events {
 					if e.Type == api.EventGeneration && e.Generation != nil {

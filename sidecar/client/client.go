@@ -85,9 +85,21 @@ func (c *Client) Leave(ctx context.Context) error {
 }
 
 // Events streams the sidecar's events until ctx ends or the stream breaks;
-// the channel is then closed.
+// the channel is then closed. The open stream is the trainer's presence:
+// a trainer holds one for its whole life.
 func (c *Client) Events(ctx context.Context) (<-chan api.Event, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/events", nil)
+	return c.events(ctx, "/v1/events")
+}
+
+// Observe streams the events as Events does, for a watcher that is not the
+// trainer (a status tool, a test harness): the sidecar does not take it
+// for the trainer's presence.
+func (c *Client) Observe(ctx context.Context) (<-chan api.Event, error) {
+	return c.events(ctx, "/v1/events?observe=true")
+}
+
+func (c *Client) events(ctx context.Context, path string) (<-chan api.Event, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
 	if err != nil {
 		return nil, err
 	}

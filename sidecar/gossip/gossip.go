@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	sockaddr "github.com/hashicorp/go-sockaddr"
 	"github.com/hashicorp/memberlist"
 )
 
@@ -66,12 +67,47 @@ func Start(ctx context.Context, cfg Config, events Events) (*Gossip, error) {
 	mc := memberlistConfig(cfg)
 	mc.Logger = newLogAdapter(logger, dlg.suspect)
 	mc.Events, mc.Delegate, mc.Ping, mc.Alive = dlg, dlg, dlg, dlg
+	tr, err := listen(cfg.BindAddr, cfg.BindPort, logger)
+	if err != nil {
+		disp.close()
+		return nil, fmt.Errorf("gossip: start %s: %w", cfg.Name, err)
+	}
+	mc.Transport = tr
+	if mc.AdvertiseAddr, err = advertiseIP(cfg); err != nil {
+		tr.Shutdown()
+		disp.close()
+		return nil, fmt.Errorf("gossip: start %s: %w", cfg.Name, err)
+	}
+	if mc.AdvertisePort == 0 {
+		mc.AdvertisePort = tr.port()
+	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		tr.Shutdown()
 		disp.close()
 		return nil, fmt.Errorf("gossip: start %s on %s:%d: %w", cfg.Name, cfg.BindAddr, cfg.BindPort, err)
 	}
 	return &Gossip{cfg: cfg, log: logger, ml: ml, dlg: dlg, events: disp}, nil
+}
+
+// advertiseIP is the address other members reach this one at: the
+// configured one, else the bound one, else (bound to every interface) the
+// host's first private address, as memberlist picks it.
+func advertiseIP(cfg Config) (string, error) {
+	if cfg.AdvertiseAddr != "" {
+		return cfg.AdvertiseAddr, nil
+	}
+	if ip := net.ParseIP(cfg.BindAddr); ip != nil && !ip.IsUnspecified() {
+		return cfg.BindAddr, nil
+	}
+	ip, err := sockaddr.GetPrivateIP()
+	if err != nil {
+		return "", fmt.Errorf("find a private address to advertise: %w", err)
+	}
+	if ip == "" {
+		return "", errors.New("no private address to advertise: set the advertise address")
+	}
+	return ip, nil
 }
 
 // memberlistConfig maps cfg onto memberlist's LAN defaults.

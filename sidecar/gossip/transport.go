@@ -1,0 +1,172 @@
+package gossip
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// transport is memberlist's NetTransport on one address, but for how it
+// receives a packet: NetTransport allocates a fresh 64 KiB buffer for each
+// one, and at five probes a second in and out an idle sidecar allocated
+// 0.7 MB/s, which set the pace of its garbage collector (a cycle every 4 s,
+// a tenth of its idle CPU). memberlist keeps the packet after the read
+// returns (it queues some messages for another goroutine), so the buffer
+// cannot be reused; the packet is copied out of one reused read buffer
+// into a slice of its own size instead, a few hundred bytes.
+type transport struct {
+	log      *slog.Logger
+	tcp      *net.TCPListener
+	udp      *net.UDPConn
+	packetCh chan *memberlist.Packet
+	streamCh chan net.Conn
+	closed   atomic.Bool
+	wg       sync.WaitGroup
+}
+
+var _ memberlist.Transport = (*transport)(nil)
+
+// maxPacket is the largest UDP payload memberlist sends (its
+// UDPBufferSize default is 1400; a push/pull goes over TCP).
+const maxPacket = 65536
+
+// udpRecvBuf is the socket receive buffer asked for, as NetTransport asks:
+// a burst of packets while the reader is descheduled must not be dropped.
+const udpRecvBuf = 2 << 20
+
+// listen binds the TCP and UDP listeners on addr:port (port 0: a free
+// one, the same for both) and starts reading.
+func listen(addr string, port int, log *slog.Logger) (*transport, error) {
+	ip := net.ParseIP(addr)
+	if ip == nil {
+		return nil, fmt.Errorf("bind address %q is not an IP address", addr)
+	}
+	tcp, err := net.ListenTCP("tcp", &net.TCPAddr{IP: ip, Port: port})
+	if err != nil {
+		return nil, fmt.Errorf("listen TCP on %s port %d: %w", addr, port, err)
+	}
+	if port == 0 {
+		port = tcp.Addr().(*net.TCPAddr).Port
+	}
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: ip, Port: port})
+	if err != nil {
+		tcp.Close()
+		return nil, fmt.Errorf("listen UDP on %s port %d: %w", addr, port, err)
+	}
+	for size := udpRecvBuf; size > 0; size /= 2 {
+		if udp.SetReadBuffer(size) == nil {
+			break
+		}
+	}
+	t := &transport{
+		log:      log,
+		tcp:      tcp,
+		udp:      udp,
+		packetCh: make(chan *memberlist.Packet),
+		streamCh: make(chan net.Conn),
+	}
+	t.wg.Add(2)
+	go t.acceptStreams()
+	go t.readPackets()
+	return t, nil
+}
+
+// port returns the bound port.
+func (t *transport) port() int { return t.tcp.Addr().(*net.TCPAddr).Port }
+
+// FinalAdvertiseAddr is memberlist's: the address is resolved by Start
+// (see advertiseIP), so it is only parsed here.
+func (t *transport) FinalAdvertiseAddr(ip string, port int) (net.IP, int, error) {
+	if ip == "" {
+		return nil, 0, errors.New("no advertise address")
+	}
+	addr := net.ParseIP(ip)
+	if addr == nil {
+		return nil, 0, fmt.Errorf("advertise address %q is not an IP address", ip)
+	}
+	if v4 := addr.To4(); v4 != nil {
+		addr = v4
+	}
+	if port == 0 {
+		port = t.port()
+	}
+	return addr, port, nil
+}
+
+// WriteTo is memberlist's: one packet to addr (host:port).
+func (t *transport) WriteTo(b []byte, addr string) (time.Time, error) {
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return time.Time{}, err
+	}
+	_, err = t.udp.WriteTo(b, ua)
+	return time.Now(), err
+}
+
+// PacketCh is memberlist's.
+func (t *transport) PacketCh() <-chan *memberlist.Packet { return t.packetCh }
+
+// DialTimeout is memberlist's: a TCP stream to addr.
+func (t *transport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{Timeout: timeout}
+	return d.Dial("tcp", addr)
+}
+
+// StreamCh is memberlist's.
+func (t *transport) StreamCh() <-chan net.Conn { return t.streamCh }
+
+// Shutdown is memberlist's: it closes the listeners and waits for the
+// readers. memberlist stops reading the channels first.
+func (t *transport) Shutdown() error {
+	t.closed.Store(true)
+	t.tcp.Close()
+	t.udp.Close()
+	t.wg.Wait()
+	return nil
+}
+
+func (t *transport) acceptStreams() {
+	defer t.wg.Done()
+	var delay time.Duration
+	for {
+		conn, err := t.tcp.AcceptTCP()
+		if err != nil {
+			if t.closed.Load() {
+				return
+			}
+			// Out of descriptors, most likely: back off as NetTransport does.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			t.log.Warn("gossip: accepting a TCP connection failed", "err", err, "retry_in", delay)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		t.streamCh <- conn
+	}
+}
+
+func (t *transport) readPackets() {
+	defer t.wg.Done()
+	buf := make([]byte, maxPacket)
+	for {
+		n, addr, err := t.udp.ReadFrom(buf)
+		now := time.Now()
+		if err != nil {
+			if t.closed.Load() {
+				return
+			}
+			t.log.Warn("gossip: reading a UDP packet failed", "err", err)
+			continue
+		}
+		if n == 0 {
+			continue
+		}
+		t.packetCh <- &memberlist.Packet{Buf: append([]byte(nil), buf[:n]...), From: addr, Timestamp: now}
+	}
+}
