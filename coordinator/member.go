@@ -284,24 +284,24 @@ func (m *Member) run(ctx context.Context, sess *concurrency.Session) {
 func (m *Member) register(ctx, sessCtx context.Context, old clientv3.LeaseID) (*concurrency.Session, error) {
 	waited := clientv3.NoLease
 	for {
-		sess, holder, err := m.tryRegister(ctx, sessCtx, old)
+		sess, h, err := m.tryRegister(ctx, sessCtx, old)
 		if err != nil {
 			return nil, err
 		}
-		if holder.lease == clientv3.NoLease {
+		if h.lease == clientv3.NoLease {
 			m.log.Info("registered", "lease", leaseHex(sess.Lease()))
 			return sess, nil
 		}
-		if holder.lease == waited {
+		if h.lease == waited {
 			return nil, fmt.Errorf("%w: %q is registered on lease %s, still kept alive after its TTL (%s): give every member its own id",
-				ErrDuplicateMember, m.id, leaseHex(holder.lease), holder.ttl)
+				ErrDuplicateMember, m.id, leaseHex(h.lease), h.ttl)
 		}
 		m.log.Warn("member id held by another registration; waiting for it to expire",
-			"holder_lease", leaseHex(holder.lease), "ttl", holder.ttl)
-		if err := m.awaitRelease(ctx, holder); err != nil {
+			"holder_lease", leaseHex(h.lease), "ttl", h.ttl)
+		if err := m.awaitRelease(ctx, h); err != nil {
 			return nil, err
 		}
-		waited = holder.lease
+		waited = h.lease
 	}
 }
 
@@ -382,13 +382,14 @@ func (m *Member) dropSession(s *concurrency.Session, old clientv3.LeaseID) {
 	m.job.client.Revoke(rctx, s.Lease()) //nolint:errcheck // best effort: nothing is stored on it, it expires anyway
 }
 
-// claim stores the member's record on lease in place: over an absent key,
-// one stored on lease itself or on old (our previous registration), never
-// over a key another lease holds. Each write is one Txn compared on the
-// lease the key was last seen on, so a registration made meanwhile is
-// never overwritten; the key is never deleted first, so the job sees at
-// most an update of the record. A key already holding this record on lease
-// is left alone. A foreign holder is returned, not overwritten.
+// claim stores the member's record on lease in place: over an absent key
+// (or one on no lease), one stored on lease itself or on old (our previous
+// registration), never over a key another lease holds. Each write is one
+// Txn compared on the lease the key was last seen on, so a registration
+// made meanwhile is never overwritten; the key is never deleted first, so
+// the job sees at most an update of the record. A key already holding this
+// record on lease is left alone. A foreign holder is returned, not
+// overwritten.
 func (m *Member) claim(ctx context.Context, lease, old clientv3.LeaseID) (holder, error) {
 	b, err := json.Marshal(m.info)
 	if err != nil {
@@ -416,7 +417,7 @@ func (m *Member) claim(ctx context.Context, lease, old clientv3.LeaseID) (holder
 		switch {
 		case held == lease && string(kvs[0].Value) == string(b):
 			return holder{}, nil
-		case held == lease || (old != clientv3.NoLease && held == old):
+		case held == clientv3.NoLease || held == lease || (old != clientv3.NoLease && held == old):
 			expect = held
 		default:
 			return holder{lease: held, rev: resp.Header.Revision}, nil

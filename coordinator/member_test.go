@@ -187,8 +187,13 @@ func TestMemberWhoseIDWasTakenOverStopsWithoutOverwritingIt(t *testing.T) {
 	if _, err := client.Revoke(ctx, a.Lease()); err != nil {
 		t.Fatal(err)
 	}
-	for range a.Generations() {
-		// drain until a stops: the loop ends when the channel is closed
+	timeout := time.After(15 * time.Second)
+	for open := true; open; {
+		select {
+		case _, open = <-a.Generations():
+		case <-timeout:
+			t.Fatal("a did not stop within 15s: it registered again over the other registration")
+		}
 	}
 	if err := a.Err(); !errors.Is(err, ErrDuplicateMember) {
 		t.Fatalf("a stopped with %v, want ErrDuplicateMember", err)
