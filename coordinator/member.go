@@ -22,6 +22,11 @@ import (
 // lead the job.
 var ErrNotLeader = errors.New("coordinator: not leader")
 
+// ErrDuplicateMember means another live registration holds the member id:
+// two pods were given the same id. Join returns it, and a member that finds
+// its id taken over stops with it (see Member.Err).
+var ErrDuplicateMember = errors.New("coordinator: member id is registered by another live member")
+
 // attemptTimeout bounds one etcd call inside a retry loop, so a dead
 // endpoint costs a retry, not a hang.
 const attemptTimeout = 2 * time.Second
@@ -36,9 +41,10 @@ type Member struct {
 
 	gens chan *record.Generation
 
-	mu   sync.Mutex // guards info and sess
+	mu   sync.Mutex // guards info, sess and err
 	info record.MemberInfo
 	sess *concurrency.Session
+	err  error // why the member stopped on its own
 
 	leader atomic.Bool
 
@@ -49,9 +55,10 @@ type Member struct {
 
 // Join registers info as a member of the job and starts campaigning. It
 // blocks until the registration is stored, retrying with backoff while etcd
-// is unreachable, until ctx ends. A live registration under the same id (a
-// restarted pod) is replaced: its lease is revoked first, so the job sees
-// the old incarnation leave.
+// is unreachable, until ctx ends. A registration under the same id that is
+// still there (a restarted pod's predecessor) is waited for until its lease
+// expires, up to its TTL; if it is still kept alive then, another live
+// member holds the id and Join fails with ErrDuplicateMember.
 func (j *Job) Join(ctx context.Context, info record.MemberInfo) (*Member, error) {
 	if info.State == "" {
 		info.State = record.StateActive
@@ -84,8 +91,18 @@ func (m *Member) ID() string { return m.id }
 
 // Generations delivers committed generations, newest first: a slow reader
 // skips generations it was too late for. It is closed when the member
-// leaves or is closed.
+// leaves or is closed, or when it stops on its own (Err says why).
 func (m *Member) Generations() <-chan *record.Generation { return m.gens }
+
+// Err returns why the member stopped on its own, once Generations is
+// closed: ErrDuplicateMember when another registration took its id while
+// its own had lapsed. It is nil while the member runs and after Leave or
+// Close.
+func (m *Member) Err() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.err
+}
 
 // IsLeader reports whether the member currently leads the job.
 func (m *Member) IsLeader() bool { return m.leader.Load() }
@@ -173,16 +190,21 @@ func (m *Member) stop() {
 	m.stopped.Do(func() {
 		m.cancel()
 		<-m.done
-		m.job.unsubscribe(m.gens)
-		close(m.gens)
 	})
 }
 
-// run keeps the member registered and campaigning until ctx ends. When the
-// session is lost (etcd unreachable for longer than the TTL), it registers
-// again under the same key: if the key survived, the job sees no change.
+// run keeps the member registered and campaigning until ctx ends or
+// another registration takes the member's id. When the session is lost
+// (etcd unreachable for longer than the TTL), it registers again as the
+// same member: on the same lease if etcd still has it (a restarted etcd
+// restores its leases), or with the key rewritten in place on a new one,
+// so the job sees no change.
 func (m *Member) run(ctx context.Context, sess *concurrency.Session) {
-	defer close(m.done)
+	defer func() {
+		m.job.unsubscribe(m.gens)
+		close(m.gens)
+		close(m.done)
+	}()
 	for {
 		lctx, lcancel := context.WithCancel(ctx)
 		campaignDone := make(chan struct{})
@@ -205,8 +227,15 @@ func (m *Member) run(ctx context.Context, sess *concurrency.Session) {
 		if ctx.Err() != nil {
 			return
 		}
-		m.log.Warn("session lost; registering again")
+		m.log.Warn("session lost; registering again", "lease", leaseHex(sess.Lease()))
 		next, err := m.register(ctx, ctx, sess.Lease())
+		if errors.Is(err, ErrDuplicateMember) {
+			m.log.Error("member id taken over by another registration; stopping", "err", err)
+			m.mu.Lock()
+			m.err = err
+			m.mu.Unlock()
+			return
+		}
 		if err != nil {
 			return // ctx ended
 		}
@@ -214,69 +243,198 @@ func (m *Member) run(ctx context.Context, sess *concurrency.Session) {
 	}
 }
 
-// register grants a lease, starts its keep-alive (bound to sessCtx) and
-// stores the member key on it. old is the lease of a previous session of
-// this process, or 0 on the first registration.
+// register starts a session (its keep-alive bound to sessCtx) and stores
+// the member key on it. old is the lease of a previous session of this
+// process, or 0 on the first registration: if etcd still has it, the new
+// session keeps it, and with it the member and election keys. A key held
+// by another live lease is waited for (up to that lease's TTL: a crashed
+// predecessor stops keeping it alive); if it outlives the wait, register
+// fails with ErrDuplicateMember.
 func (m *Member) register(ctx, sessCtx context.Context, old clientv3.LeaseID) (*concurrency.Session, error) {
-	client := m.job.client
-	ttl := int64(m.job.cfg.TTL / time.Second)
+	waited := clientv3.NoLease
+	for {
+		sess, h, err := m.tryRegister(ctx, sessCtx, old)
+		if err != nil {
+			return nil, err
+		}
+		if h.lease == clientv3.NoLease {
+			m.log.Info("registered", "lease", leaseHex(sess.Lease()))
+			return sess, nil
+		}
+		if h.lease == waited {
+			return nil, fmt.Errorf("%w: %q is registered on lease %s, still kept alive after its TTL (%s): give every member its own id",
+				ErrDuplicateMember, m.id, leaseHex(h.lease), h.ttl)
+		}
+		m.log.Warn("member id held by another registration; waiting for it to expire",
+			"holder_lease", leaseHex(h.lease), "ttl", h.ttl)
+		if err := m.awaitRelease(ctx, h); err != nil {
+			return nil, err
+		}
+		waited = h.lease
+	}
+}
+
+// holder is a live registration of this member's id on a lease that is not
+// ours.
+type holder struct {
+	lease clientv3.LeaseID
+	rev   int64 // revision at which the key was seen held
+	ttl   time.Duration
+}
+
+// tryRegister retries until it has a session and either stored the member
+// key on it or found the key held by another live lease (then the session
+// is dropped again and holder says who).
+func (m *Member) tryRegister(ctx, sessCtx context.Context, old clientv3.LeaseID) (*concurrency.Session, holder, error) {
 	var sess *concurrency.Session
+	var h holder
 	err := retry(ctx, m.job.cfg.OnError, func(actx context.Context) error {
-		lease, err := client.Grant(actx, ttl)
+		s, err := m.session(actx, sessCtx, old)
 		if err != nil {
-			return fmt.Errorf("grant lease: %w", err)
-		}
-		s, err := concurrency.NewSession(client, concurrency.WithLease(lease.ID), concurrency.WithContext(sessCtx))
-		if err != nil {
-			return fmt.Errorf("session: %w", err)
-		}
-		if old == 0 {
-			if err := m.takeOver(actx, lease.ID); err != nil {
-				s.Orphan()
-				return err
-			}
+			return err
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if err := m.put(actx, m.info, lease.ID); err != nil {
-			s.Orphan()
+		h, err = m.claim(actx, s.Lease(), old)
+		if err == nil && h.lease != clientv3.NoLease {
+			h.ttl, err = m.grantedTTL(actx, h.lease)
+		}
+		if err != nil || h.lease != clientv3.NoLease {
+			m.dropSession(s, old)
 			return err
 		}
 		m.sess = s
 		sess = s
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	if old != 0 {
-		// The old lease may still be alive on the server; it holds our
-		// former election key.
-		rctx, cancel := context.WithTimeout(ctx, attemptTimeout)
-		defer cancel()
-		client.Revoke(rctx, old) //nolint:errcheck // best effort: it expires anyway
-	}
-	m.log.Info("registered", "lease", fmt.Sprintf("%x", int64(sess.Lease())))
-	return sess, nil
+	return sess, h, err
 }
 
-// takeOver revokes a registration of the same id left by an earlier
-// incarnation on another lease.
-func (m *Member) takeOver(ctx context.Context, mine clientv3.LeaseID) error {
-	resp, err := m.job.client.Get(ctx, m.key)
+// session resumes lease old if etcd still has it (a restarted etcd restores
+// its leases and refreshes their TTL, so a lease whose keep-alive gave up
+// on our side may be alive there), or starts one on a new lease.
+func (m *Member) session(ctx, sessCtx context.Context, old clientv3.LeaseID) (*concurrency.Session, error) {
+	client := m.job.client
+	lease := old
+	if old != clientv3.NoLease {
+		_, err := client.KeepAliveOnce(ctx, old)
+		switch {
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			lease = clientv3.NoLease
+		case err != nil:
+			return nil, fmt.Errorf("keep lease %s alive: %w", leaseHex(old), err)
+		}
+	}
+	if lease == clientv3.NoLease {
+		resp, err := client.Grant(ctx, int64(m.job.cfg.TTL/time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("grant lease: %w", err)
+		}
+		lease = resp.ID
+	}
+	s, err := concurrency.NewSession(client, concurrency.WithLease(lease), concurrency.WithContext(sessCtx))
 	if err != nil {
-		return fmt.Errorf("read %s: %w", m.key, err)
+		return nil, fmt.Errorf("session: %w", err)
 	}
-	if len(resp.Kvs) == 0 || resp.Kvs[0].Lease == 0 || clientv3.LeaseID(resp.Kvs[0].Lease) == mine {
-		return nil
-	}
-	m.log.Info("replacing an earlier registration of this id")
-	_, err = m.job.client.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
-	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return fmt.Errorf("revoke earlier registration: %w", err)
-	}
-	return nil
+	return s, nil
 }
+
+// dropSession gives up a session that did not register: a lease granted
+// for it is revoked, our old lease is only no longer kept alive from it.
+func (m *Member) dropSession(s *concurrency.Session, old clientv3.LeaseID) {
+	s.Orphan()
+	if s.Lease() == old {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.Background(), attemptTimeout)
+	defer cancel()
+	m.job.client.Revoke(rctx, s.Lease()) //nolint:errcheck // best effort: nothing is stored on it, it expires anyway
+}
+
+// claim stores the member's record on lease in place: over an absent key
+// (or one on no lease), one stored on lease itself or on old (our previous
+// registration), never over a key another lease holds. Each write is one
+// Txn compared on the lease the key was last seen on, so a registration
+// made meanwhile is never overwritten; the key is never deleted first, so
+// the job sees at most an update of the record. A key already holding this
+// record on lease is left alone. A foreign holder is returned, not
+// overwritten.
+func (m *Member) claim(ctx context.Context, lease, old clientv3.LeaseID) (holder, error) {
+	b, err := json.Marshal(m.info)
+	if err != nil {
+		return holder{}, fmt.Errorf("encode member: %w", err)
+	}
+	expect := clientv3.NoLease
+	for range 3 {
+		resp, err := m.job.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.LeaseValue(m.key), "=", expect)).
+			Then(clientv3.OpPut(m.key, string(b), clientv3.WithLease(lease))).
+			Else(clientv3.OpGet(m.key)).
+			Commit()
+		if err != nil {
+			return holder{}, fmt.Errorf("store %s: %w", m.key, err)
+		}
+		if resp.Succeeded {
+			return holder{}, nil
+		}
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 {
+			expect = clientv3.NoLease
+			continue
+		}
+		held := clientv3.LeaseID(kvs[0].Lease)
+		switch {
+		case held == lease && string(kvs[0].Value) == string(b):
+			return holder{}, nil
+		case held == clientv3.NoLease || held == lease || (old != clientv3.NoLease && held == old):
+			expect = held
+		default:
+			return holder{lease: held, rev: resp.Header.Revision}, nil
+		}
+	}
+	return holder{}, fmt.Errorf("store %s: the key kept changing", m.key)
+}
+
+// grantedTTL returns lease's TTL: a lease nobody keeps alive any more
+// expires within it. (The remaining TTL etcd reports is rounded down to
+// whole seconds, too short a wait.)
+func (m *Member) grantedTTL(ctx context.Context, lease clientv3.LeaseID) (time.Duration, error) {
+	resp, err := m.job.client.TimeToLive(ctx, lease)
+	if err != nil {
+		return 0, fmt.Errorf("read lease %s: %w", leaseHex(lease), err)
+	}
+	return time.Duration(max(resp.GrantedTTL, 0)) * time.Second, nil
+}
+
+// expirySlack is how long after a lease's TTL runs out etcd may take to
+// delete its keys: the lessor looks for expired leases every 500 ms and
+// the revoke goes through raft.
+const expirySlack = time.Second
+
+// awaitRelease waits until h's key is deleted, or until h's lease, if
+// nobody keeps it alive, would have expired (its TTL and expirySlack from
+// now): then the caller finds it still held by a live registration. It
+// fails only when ctx ends.
+func (m *Member) awaitRelease(ctx context.Context, h holder) error {
+	wctx, cancel := context.WithTimeout(ctx, h.ttl+expirySlack)
+	defer cancel()
+	for {
+		err := waitDelete(wctx, m.job.client, m.key, h.rev+1)
+		if err == nil || wctx.Err() != nil {
+			return ctx.Err()
+		}
+		// A broken watch (etcd unreachable, the revision compacted) is
+		// no answer: watch again until the wait is over.
+		m.log.Warn("watching the earlier registration", "err", err)
+		select {
+		case <-wctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func leaseHex(l clientv3.LeaseID) string { return fmt.Sprintf("%x", int64(l)) }
 
 func (m *Member) put(ctx context.Context, info record.MemberInfo, lease clientv3.LeaseID) error {
 	b, err := json.Marshal(info)

@@ -21,9 +21,9 @@ func suspect(t *testing.T, voter *Member, target string) Verdict {
 	return v
 }
 
-// registration returns the lease and create revision of members/<id>, or
+// leaseOf returns the lease and create revision of members/<id>, or
 // zeros when it is not registered.
-func registration(t *testing.T, client *clientv3.Client, j *Job, id string) (lease, created int64) {
+func leaseOf(t *testing.T, client *clientv3.Client, j *Job, id string) (lease, created int64) {
 	t.Helper()
 	resp, err := client.Get(context.Background(), j.cfg.Prefix()+record.MembersDir+id)
 	if err != nil {
@@ -71,7 +71,7 @@ func TestTwoVotesEvictADeadLeaderOneDoesNot(t *testing.T) {
 	if v := suspect(t, b, "a"); v != Voted {
 		t.Fatalf("the first vote: %s, want voted", v)
 	}
-	if lease, _ := registration(t, client, j, "a"); lease == 0 {
+	if lease, _ := leaseOf(t, client, j, "a"); lease == 0 {
 		t.Fatal("one vote evicted a")
 	}
 	if v := suspect(t, c, "a"); v != Evicted {
@@ -92,7 +92,7 @@ func TestALiveMemberRefutesVotes(t *testing.T) {
 	j, client := testJob(t, func(c *Config) { c.TTL = 60 * time.Second })
 	a, b, c := join(t, j, "a"), join(t, j, "b"), join(t, j, "c")
 	g := await(t, a, "all three", hasIDs("a", "b", "c"))
-	lease, created := registration(t, client, j, "c")
+	lease, created := leaseOf(t, client, j, "c")
 
 	if v := suspect(t, a, "c"); v != Voted {
 		t.Fatalf("the first vote: %s, want voted", v)
@@ -102,7 +102,7 @@ func TestALiveMemberRefutesVotes(t *testing.T) {
 		t.Fatalf("a vote after c refuted the first: %s, want voted", v)
 	}
 	awaitVoteGone(t, client, j, "c", "b")
-	if l, cr := registration(t, client, j, "c"); l != lease || cr != created {
+	if l, cr := leaseOf(t, client, j, "c"); l != lease || cr != created {
 		t.Fatalf("c's registration changed from lease %x rev %d to %x rev %d", lease, created, l, cr)
 	}
 	if now := j.Generation(); now.Number != g.Number {
@@ -118,7 +118,7 @@ func TestAVoteAgainstAnEarlierIncarnationSparesItsReplacement(t *testing.T) {
 	a, b := join(t, j, "a"), join(t, j, "b")
 	c := join(t, j, "c")
 	await(t, a, "all three", hasIDs("a", "b", "c"))
-	old, _ := registration(t, client, j, "c")
+	old, _ := leaseOf(t, client, j, "c")
 	c.Close()
 	if v := suspect(t, a, "c"); v != Voted {
 		t.Fatalf("the vote against the old incarnation: %s, want voted", v)
@@ -129,12 +129,12 @@ func TestAVoteAgainstAnEarlierIncarnationSparesItsReplacement(t *testing.T) {
 		t.Fatal(err)
 	}
 	join(t, j, "c")
-	replacement, _ := registration(t, client, j, "c")
+	replacement, _ := leaseOf(t, client, j, "c")
 	if v := suspect(t, b, "c"); v != Voted {
 		t.Fatalf("a vote against the replacement with a stale one beside it: %s, want voted", v)
 	}
 	awaitVoteGone(t, client, j, "c", "b") // the live replacement refutes b's vote
-	if l, _ := registration(t, client, j, "c"); l != replacement {
+	if l, _ := leaseOf(t, client, j, "c"); l != replacement {
 		t.Fatalf("c's registration is on lease %x, want the replacement's %x", l, replacement)
 	}
 }
@@ -150,7 +150,7 @@ func TestInAJobOfTwoAVoteNeverEvicts(t *testing.T) {
 			t.Fatalf("a lone vote: %s, want voted", v)
 		}
 	}
-	if lease, _ := registration(t, client, j, "b"); lease == 0 {
+	if lease, _ := leaseOf(t, client, j, "b"); lease == 0 {
 		t.Fatal("a lone vote evicted b")
 	}
 }

@@ -126,6 +126,9 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		select {
 		case g, open := <-a.member.Generations():
 			if !open {
+				if err := a.member.Err(); err != nil {
+					return fmt.Errorf("membership stopped: %w", err)
+				}
 				return errors.New("membership stopped")
 			}
 			a.setGeneration(g)
@@ -192,6 +195,9 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 		ID: cfg.MemberID, Addr: cfg.Advertise, Node: cfg.Node, Topology: topology,
 		Slots: cfg.Slots, GossipAddr: a.gossip.LocalAddr(), State: a.initialState(),
 	})
+	if errors.Is(err, coordinator.ErrDuplicateMember) {
+		return fmt.Errorf("another live sidecar is registered as member %q: give every pod its own --member-id (default POD_NAME): %w", cfg.MemberID, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -219,6 +225,7 @@ func (a *Agent) etcdClient() (*clientv3.Client, error) {
 	ccfg := clientv3.Config{
 		Endpoints:   a.cfg.EtcdEndpoints,
 		DialTimeout: a.cfg.EtcdDialTimeout,
+		DialOptions: coordinator.DialOptions(),
 		Logger:      zap.NewNop(),
 	}
 	if a.cfg.EtcdCert != "" || a.cfg.EtcdCA != "" {

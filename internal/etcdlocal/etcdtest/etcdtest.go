@@ -8,6 +8,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/ringside/ringside/internal/etcdlocal"
 )
@@ -31,12 +32,14 @@ func Restart(tb testing.TB, cfg etcdlocal.Config) *etcdlocal.Server {
 	return s
 }
 
-// Client returns a client of s, closed when tb ends.
-func Client(tb testing.TB, s *etcdlocal.Server) *clientv3.Client {
+// Client returns a client of s, closed when tb ends. opts are extra gRPC
+// dial options (a coordinator's members use coordinator.DialOptions).
+func Client(tb testing.TB, s *etcdlocal.Server, opts ...grpc.DialOption) *clientv3.Client {
 	tb.Helper()
 	c, err := clientv3.New(clientv3.Config{
 		Endpoints:   s.Endpoints(),
 		DialTimeout: 5 * time.Second,
+		DialOptions: opts,
 		Logger:      nopLogger,
 	})
 	if err != nil {
