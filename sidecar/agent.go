@@ -58,6 +58,7 @@ type Agent struct {
 	deadAt    map[string]time.Time
 	gossipped map[string]bool // gossip addresses joined
 	beats     heartbeats
+	beatCh    chan struct{} // capacity 1: a heartbeat arrived since the last flush
 
 	runCtx     context.Context       // lives until the agent stops; set before the API and gossip start
 	suspicions map[string]*suspicion // our standing votes, by suspect
@@ -96,6 +97,7 @@ func New(cfg Config, logger *slog.Logger) (*Agent, error) {
 		checking:   make(map[string]bool),
 		announced:  make(map[string]bool),
 		presence:   newPresence(cfg.TrainerTimeout),
+		beatCh:     make(chan struct{}, 1),
 	}
 	a.metrics = newMetrics(a.gossipMembers, a.gossipSuspects)
 	return a, nil

@@ -150,10 +150,12 @@ func (a *Agent) check(name, why string) {
 	}
 	a.mu.Lock()
 	_, voted := a.suspicions[name]
-	checking := a.checking[name]
-	a.checking[name] = true
+	skip := voted || a.checking[name] || a.announced[name]
+	if !skip {
+		a.checking[name] = true
+	}
 	a.mu.Unlock()
-	if voted || checking {
+	if skip {
 		return
 	}
 	a.wg.Add(1)
@@ -229,6 +231,28 @@ func (a *Agent) announceLeft(prev, g *record.Generation) {
 			a.publishDead(id)
 		}
 	}
+	if len(g.Left) > 0 {
+		a.sweep(g)
+	}
+}
+
+// sweep checks this member's checkersPerVote successors in g's ring after
+// a confirmed death: deaths come together (a node, a rack, a preempted
+// group of pods), and a peer that died with the one just evicted then gets
+// its votes within a check, not whenever a probe happens to reach it.
+func (a *Agent) sweep(g *record.Generation) {
+	i := -1
+	for j, m := range g.Members {
+		if m.ID == a.cfg.MemberID {
+			i = j
+		}
+	}
+	if i < 0 {
+		return
+	}
+	for k := 1; k <= checkersPerVote && k < len(g.Members); k++ {
+		a.check(g.Members[(i+k)%len(g.Members)].ID, "a sweep after a confirmed death")
+	}
 }
 
 // announceDead announces a death this sidecar's own vote confirmed, ahead
@@ -244,6 +268,9 @@ func (a *Agent) announceDead(name string) {
 		}
 	}
 	a.publishDead(name)
+	if g != nil {
+		a.sweep(g)
+	}
 }
 
 // resetSockets destroys the trainer's connections to a dead peer, so a

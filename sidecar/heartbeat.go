@@ -29,6 +29,10 @@ func (a *Agent) recordHeartbeat(hb api.Heartbeat) {
 	defer a.mu.Unlock()
 	b := &a.beats
 	b.last, b.at, b.dirty = hb, time.Now(), true
+	select {
+	case a.beatCh <- struct{}{}:
+	default: // a flush is due already
+	}
 	if len(b.times) < stepWindow {
 		b.times = append(b.times, hb.StepTimeS)
 	} else {
@@ -63,20 +67,28 @@ func (a *Agent) status() (record.Status, bool) {
 }
 
 // flushHeartbeats writes the newest heartbeat to etcd at most once per
-// StatusInterval.
+// StatusInterval. It sleeps while no heartbeat comes: an idle sidecar
+// wakes for nothing.
 func (a *Agent) flushHeartbeats(ctx context.Context) {
-	t := time.NewTicker(a.cfg.StatusInterval)
-	defer t.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-a.beatCh:
+		}
+		if wait := a.cfg.StatusInterval - time.Since(last); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
 		}
 		st, ok := a.status()
 		if !ok {
 			continue
 		}
+		last = time.Now()
 		pctx, cancel := context.WithTimeout(ctx, a.cfg.StatusInterval)
 		if err := a.member.PutStatus(pctx, st); err != nil {
 			a.log.Debug("status not stored", "err", err)

@@ -60,7 +60,8 @@ RSS and CPU), then SIGKILLs one at a time and measures when every survivor
 was told the victim is dead and when every survivor held the generation
 without it. A new member replaces each victim.`,
 		Example: `  ringside bench detect --members 8 --kills 5 --json
-  ringside bench detect --members 32 --idle 10s --json`,
+  ringside bench detect --members 32 --idle 10s --json
+  ringside bench detect --members 8 --load 4 --idle 10m --json   # false positives with every core busy`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			res, err := bench.Detect(cmd.Context(), cfg, os.Stderr)
@@ -74,6 +75,7 @@ without it. A new member replaces each victim.`,
 	f.IntVar(&cfg.Members, "members", cfg.Members, "sidecar processes")
 	f.IntVar(&cfg.Kills, "kills", cfg.Kills, "SIGKILLs, one at a time")
 	f.DurationVar(&cfg.Idle, "idle", cfg.Idle, "idle time for false positives and resource use")
+	f.IntVar(&cfg.Load, "load", cfg.Load, "busy processes spinning on the CPU while the job idles and members are killed (0: none)")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up after this long")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON line")
 	return cmd

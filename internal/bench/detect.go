@@ -36,7 +36,10 @@ type DetectConfig struct {
 	Kills   int
 	// Idle is how long the job runs untouched to count false positives
 	// and measure one sidecar's idle CPU and memory.
-	Idle    time.Duration
+	Idle time.Duration
+	// Load is how many busy processes spin on the CPU from the moment the
+	// job formed until the end: false positives and detection under load.
+	Load    int
 	Timeout time.Duration
 }
 
@@ -55,6 +58,7 @@ type DetectResult struct {
 	CommitP50S     float64 `json:"commit_p50_s"`
 	CommitP95S     float64 `json:"commit_p95_s"`
 	FalsePositives int     `json:"false_positives"`
+	Load           int     `json:"load"`
 	SidecarRSSMiB  float64 `json:"sidecar_rss_mib"`
 	// SidecarAnonMiB is the sidecar's own part of SidecarRSSMiB; the rest
 	// is pages of the executable, shared by every sidecar on the machine.
@@ -73,8 +77,8 @@ type seen struct {
 // times, over every survivor, when gossip declared the victim dead and when
 // the generation without it arrived.
 func Detect(ctx context.Context, cfg DetectConfig, progress io.Writer) (DetectResult, error) {
-	if cfg.Members < 2 || cfg.Kills < 1 {
-		return DetectResult{}, errors.New("need at least 2 members and 1 kill")
+	if cfg.Members < 2 || cfg.Kills < 1 || cfg.Load < 0 {
+		return DetectResult{}, errors.New("need at least 2 members, 1 kill and a load of 0 or more")
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
@@ -128,7 +132,15 @@ func Detect(ctx context.Context, cfg DetectConfig, progress io.Writer) (DetectRe
 		return DetectResult{}, err
 	}
 
-	res := DetectResult{Bench: "detect", Members: cfg.Members, Kills: cfg.Kills}
+	res := DetectResult{Bench: "detect", Members: cfg.Members, Kills: cfg.Kills, Load: cfg.Load}
+	if cfg.Load > 0 {
+		load, err := startLoad(ctx, cfg.Load)
+		if err != nil {
+			return DetectResult{}, err
+		}
+		defer load.stop()
+		fmt.Fprintf(progress, "%d busy processes started\n", cfg.Load)
+	}
 	fmt.Fprintf(progress, "idle for %s: counting false positives, measuring one sidecar\n", cfg.Idle)
 	var probe *localjob.Worker
 	for _, w := range job.Workers() {
