@@ -31,6 +31,14 @@ type Config struct {
 	// TTL of each member's session lease: how long a crashed member that
 	// nobody revokes stays in the ring. Gossip revokes faster.
 	TTL time.Duration
+	// ExpiryGrace is how long the leader keeps in the ring a member of the
+	// generation whose key vanished without an eviction or a leave: its
+	// lease expired, most often because etcd was frozen or unreachable
+	// for longer than the TTL, and the member registers again as soon as
+	// etcd answers. A member that re-registers within it costs the job no
+	// generation; one that does not leaves the ring when it ends. Evicted
+	// (confirmed dead) and departing members leave at once.
+	ExpiryGrace time.Duration
 	// Settle is how long the leader batches joins before committing them,
 	// measured from the last join; departures are committed at once.
 	Settle time.Duration
@@ -73,6 +81,9 @@ func DefaultConfig(namespace, job string) Config {
 		// 3 s: long enough to ride out an etcd leader election (~1 s),
 		// short enough that a crash without gossip still heals quickly.
 		TTL: 3 * time.Second,
+		// 5 s: a client notices its lease is gone within the TTL and its
+		// registration retries reach etcd within about 2 s of its return.
+		ExpiryGrace: 5 * time.Second,
 		// 500 ms: pods of a scale-up start within a few hundred ms of each
 		// other; one generation for all of them beats one per pod.
 		Settle:    500 * time.Millisecond,
@@ -107,6 +118,9 @@ func (c Config) Validate() error {
 	}
 	if c.Settle < 0 {
 		errs = append(errs, fmt.Errorf("settle window must not be negative, got %s", c.Settle))
+	}
+	if c.ExpiryGrace < 0 {
+		errs = append(errs, fmt.Errorf("expiry grace must not be negative, got %s", c.ExpiryGrace))
 	}
 	if c.MaxSettle < c.Settle {
 		errs = append(errs, fmt.Errorf("max settle %s is shorter than the settle window %s", c.MaxSettle, c.Settle))

@@ -120,11 +120,12 @@ type leaderState struct {
 	gen       *record.Generation
 	genRev    int64
 	floor     int64
+	held      map[string]held // members whose key timed out (expiry.go)
 }
 
 // plan plans the generation that should follow the leader's.
 func (st *leaderState) plan(cfg Config) (*record.Generation, delta) {
-	return cfg.plan(st.gen, st.floor, st.members)
+	return cfg.plan(st.gen, st.floor, st.planning())
 }
 
 // lead follows members/ and commits generations while leaderKey (created
@@ -162,6 +163,9 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 	if known != nil {
 		st.floor = max(st.floor, known.Number)
 	}
+	if err := m.holdMissing(ctx, st, rev, time.Now()); err != nil {
+		return false, fmt.Errorf("read evictions: %w", err)
+	}
 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -170,6 +174,8 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 
 	c := committer{m: m, st: st, fence: fence, leaderKey: leaderKey}
 	defer c.stopTimer()
+	defer c.armHolds(time.Time{})
+	c.armHolds(st.expireHolds(time.Now()))
 	if err := c.evaluate(ctx, time.Now()); err != nil {
 		return c.committed, err
 	}
@@ -186,15 +192,20 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 			joinsOnly := true
 			for _, ev := range wr.Events {
 				id := strings.TrimPrefix(string(ev.Kv.Key), membersPrefix)
-				_, known := st.members[id]
+				info, known := st.members[id]
 				if ev.Type == clientv3.EventTypeDelete {
 					delete(st.members, id)
+					if known {
+						m.holdIfTimedOut(ctx, st, id, info, time.Now())
+					}
 				} else {
 					m.applyMember(st, string(ev.Kv.Key), ev.Kv.Value, ev.Kv.CreateRevision)
+					delete(st.held, id)
 				}
 				joinsOnly = joinsOnly && ev.Type == clientv3.EventTypePut && !known
 			}
 			st.memberRev = wr.Header.Revision
+			c.armHolds(st.expireHolds(time.Now()))
 			if joinsOnly {
 				// Pure joins only (re)arm the settle timer; planning on
 				// every join would cost O(n) per event under a join storm.
@@ -206,6 +217,9 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 				return c.committed, fmt.Errorf("generation watch ended: %v", wr.Err())
 			}
 			m.applyGenerationEvents(st, wr.Events)
+		case <-c.holdC:
+			c.holdC = nil
+			c.armHolds(st.expireHolds(time.Now()))
 		case <-c.timerC:
 			c.timerC = nil
 			if next, d := st.plan(cfg); next != nil {
@@ -280,6 +294,8 @@ type committer struct {
 	timer     *time.Timer
 	timerC    <-chan time.Time
 	firstJoin time.Time
+	holdTimer *time.Timer // ends the earliest hold
+	holdC     <-chan time.Time
 	committed bool // this term committed a generation
 }
 
@@ -317,6 +333,18 @@ func (c *committer) armSettle(now time.Time) {
 	c.timerC = c.timer.C
 }
 
+// armHolds sets the hold timer to fire at until (zero: stops it).
+func (c *committer) armHolds(until time.Time) {
+	if c.holdTimer != nil {
+		c.holdTimer.Stop()
+	}
+	c.holdTimer, c.holdC = nil, nil
+	if !until.IsZero() {
+		c.holdTimer = time.NewTimer(time.Until(until))
+		c.holdC = c.holdTimer.C
+	}
+}
+
 func (c *committer) stopTimer() {
 	if c.timer != nil {
 		c.timer.Stop()
@@ -344,10 +372,15 @@ func (c *committer) commit(ctx context.Context, next *record.Generation, d delta
 	genKey := m.job.genKey()
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
+	ops := []clientv3.Op{clientv3.OpPut(genKey, string(b))}
+	for _, id := range d.left {
+		// The departure is committed: its eviction record has done its work.
+		ops = append(ops, clientv3.OpDelete(m.job.cfg.Prefix()+record.EvictedDir+id))
+	}
 	resp, err := m.job.client.Txn(tctx).If(
 		clientv3.Compare(clientv3.CreateRevision(c.leaderKey), "=", c.fence),
 		clientv3.Compare(clientv3.ModRevision(genKey), "=", c.st.genRev),
-	).Then(clientv3.OpPut(genKey, string(b))).Commit()
+	).Then(ops...).Commit()
 	committed := err == nil && resp.Succeeded
 	if h := m.job.cfg.hooks; h != nil && h.afterCommit != nil {
 		h.afterCommit(next, committed, err)

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,6 +66,9 @@ func (j *Job) Join(ctx context.Context, info record.MemberInfo) (*Member, error)
 	}
 	if err := info.Validate(); err != nil {
 		return nil, fmt.Errorf("member: %w", err)
+	}
+	if info.Instance == "" {
+		info.Instance = rand.Text()[:16]
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	m := &Member{
@@ -169,6 +173,15 @@ func (m *Member) update(ctx context.Context, change func(*record.MemberInfo)) er
 func (m *Member) Leave(ctx context.Context) error {
 	m.stop()
 	lease := m.Lease()
+	if g := m.job.Generation(); g != nil {
+		if _, in := g.Member(m.id); in {
+			// The record tells the leader this departure is meant
+			// (expiry.go); the generation without us deletes it.
+			if _, err := m.job.client.Put(ctx, m.job.cfg.Prefix()+record.EvictedDir+m.id, fmt.Sprintf("%x", int64(lease))); err != nil {
+				return fmt.Errorf("leave %s: %w", m.id, err)
+			}
+		}
+	}
 	_, err := m.job.client.Revoke(ctx, lease)
 	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return fmt.Errorf("leave %s: revoke lease: %w", m.id, err)

@@ -112,7 +112,7 @@ func (c Config) plan(prev *record.Generation, floor int64, members map[string]re
 	}
 	rank := 0
 	for _, m := range ring {
-		next.Members = append(next.Members, record.RankedMember{ID: m.ID, Addr: m.Addr, Rank: rank, Slots: m.Slots, Incarnation: m.Incarnation})
+		next.Members = append(next.Members, record.RankedMember{ID: m.ID, Addr: m.Addr, Rank: rank, Slots: m.Slots, Incarnation: m.Incarnation, Instance: m.Instance})
 		rank += m.Slots
 	}
 	for _, m := range standby {
@@ -160,7 +160,8 @@ func diff(prev, next *record.Generation, members map[string]record.MemberInfo) d
 		switch p, ok := prev.Member(m.ID); {
 		case !ok:
 			d.joined = append(d.joined, m.ID)
-		case p.Incarnation != m.Incarnation:
+		case p.Incarnation != m.Incarnation, p.Instance != m.Instance:
+			// A trainer restart, or a new process under the same id.
 			d.restarted = append(d.restarted, m.ID)
 		}
 	}

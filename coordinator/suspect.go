@@ -112,7 +112,10 @@ func (m *Member) Suspect(ctx context.Context, id string) (Verdict, error) {
 	if len(cmps)-1 < Quorum {
 		return Voted, nil
 	}
-	eresp, err := client.Txn(ctx).If(cmps...).Then(clientv3.OpDelete(votesPrefix, clientv3.WithPrefix())).Commit()
+	eresp, err := client.Txn(ctx).If(cmps...).Then(
+		clientv3.OpDelete(votesPrefix, clientv3.WithPrefix()),
+		clientv3.OpPut(prefix+record.EvictedDir+id, fmt.Sprintf("%x", lease)),
+	).Commit()
 	if err != nil {
 		return Voted, fmt.Errorf("suspect %s: evict: %w", id, err)
 	}

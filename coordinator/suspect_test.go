@@ -61,7 +61,8 @@ func awaitVoteGone(t *testing.T, client *clientv3.Client, j *Job, target, voter 
 // A crashed leader is evicted by two votes of other members, not by one,
 // and the next leader commits the generation without it.
 func TestTwoVotesEvictADeadLeaderOneDoesNot(t *testing.T) {
-	j, client := testJob(t, func(c *Config) { c.TTL = 60 * time.Second })
+	// An eviction is acted on at once, whatever the expiry grace.
+	j, client := testJob(t, func(c *Config) { c.TTL, c.ExpiryGrace = 60*time.Second, time.Hour })
 	a := join(t, j, "a")
 	leaderOf(t, a)
 	b, c := join(t, j, "b"), join(t, j, "c")

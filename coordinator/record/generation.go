@@ -48,6 +48,8 @@ type RankedMember struct {
 	// Incarnation is the member's restart count when the generation was
 	// built.
 	Incarnation int64 `json:"incarnation,omitempty"`
+	// Instance is the member's process (MemberInfo.Instance).
+	Instance string `json:"instance,omitempty"`
 }
 
 // Member returns the member with id and whether it is in the generation.

@@ -13,6 +13,11 @@ const (
 	// SuspectsDir holds suspects/<target>/<voter>: one Vote per member
 	// whose own check found target unresponsive, on the voter's lease.
 	SuspectsDir = "suspects/"
+	// EvictedDir holds evicted/<id> from the eviction (or the Leave) of a
+	// member until the leader commits the generation without it: a member
+	// key deleted without one lost its lease to time (see
+	// coordinator.Config.ExpiryGrace).
+	EvictedDir = "evicted/"
 )
 
 // Prefix is the key prefix of job in namespace, ending in "/".

@@ -26,6 +26,10 @@ type MemberInfo struct {
 	// Incarnation counts the member's trainer restarts after a failure; a
 	// change forces a new generation with the same members.
 	Incarnation int64 `json:"incarnation,omitempty"`
+	// Instance tells one process of the member from another: a pod
+	// restarted under the same id is a new instance, one that registers
+	// again after an etcd outage is not. Join sets it.
+	Instance string `json:"instance,omitempty"`
 
 	// JoinRevision is the etcd CreateRevision of the member's key: the order
 	// in which members joined. Filled in by DecodeMember, never stored.

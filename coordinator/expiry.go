@@ -1,0 +1,122 @@
+package coordinator
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ringside/ringside/coordinator/record"
+)
+
+// An etcd frozen or unreachable for longer than the TTL expires every
+// lease when it answers again: every member key goes at once, and each
+// member registers again a moment later. Committing those departures, and
+// then the returns, would resize a job that never lost anyone. So the
+// leader tells a departure it must act on (an eviction on confirmed votes,
+// a member's Leave: both leave evicted/<id> behind) from a key that only
+// timed out, and holds a member of the generation whose key timed out in
+// the ring for Config.ExpiryGrace: if it registers again meanwhile, nothing
+// changed.
+
+// held is a member of the generation whose key timed out.
+type held struct {
+	info  record.MemberInfo
+	until time.Time
+}
+
+// planning returns the members the leader plans with: the registered ones
+// and the held ones.
+func (st *leaderState) planning() map[string]record.MemberInfo {
+	if len(st.held) == 0 {
+		return st.members
+	}
+	all := make(map[string]record.MemberInfo, len(st.members)+len(st.held))
+	for id, info := range st.members {
+		all[id] = info
+	}
+	for id, h := range st.held {
+		if _, in := all[id]; !in {
+			all[id] = h.info
+		}
+	}
+	return all
+}
+
+// holdMissing holds, at the start of a term, the members of the generation
+// that have no key and no eviction record at rev.
+func (m *Member) holdMissing(ctx context.Context, st *leaderState, rev int64, now time.Time) error {
+	grace := m.job.cfg.ExpiryGrace
+	if st.gen == nil || grace == 0 {
+		return nil
+	}
+	var missing []record.RankedMember
+	for _, rm := range st.gen.Members {
+		if _, in := st.members[rm.ID]; !in {
+			missing = append(missing, rm)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	prefix := m.job.cfg.Prefix() + record.EvictedDir
+	resp, err := m.job.client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(rev))
+	if err != nil {
+		return err
+	}
+	evicted := make(map[string]bool, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		evicted[strings.TrimPrefix(string(kv.Key), prefix)] = true
+	}
+	for _, rm := range missing {
+		if evicted[rm.ID] {
+			continue
+		}
+		info := record.MemberInfo{ID: rm.ID, Addr: rm.Addr, Slots: rm.Slots, Incarnation: rm.Incarnation, Instance: rm.Instance, State: record.StateActive}
+		st.hold(rm.ID, info, now.Add(grace))
+		m.log.Info("a member of the generation has no key: holding its place while it registers again", "held", rm.ID, "for", grace)
+	}
+	return nil
+}
+
+// holdIfTimedOut holds member id, whose key was just deleted, if it was in
+// the generation and nothing evicted it.
+func (m *Member) holdIfTimedOut(ctx context.Context, st *leaderState, id string, info record.MemberInfo, now time.Time) {
+	grace := m.job.cfg.ExpiryGrace
+	if st.gen == nil || grace == 0 {
+		return
+	}
+	if _, in := st.gen.Member(id); !in {
+		return
+	}
+	resp, err := m.job.client.Get(ctx, m.job.cfg.Prefix()+record.EvictedDir+id, clientv3.WithCountOnly())
+	if err != nil || resp.Count > 0 {
+		return // evicted, or we cannot tell: act on the departure
+	}
+	st.hold(id, info, now.Add(grace))
+	m.log.Info("a member's key timed out: holding its place while it registers again", "held", id, "for", grace)
+}
+
+func (st *leaderState) hold(id string, info record.MemberInfo, until time.Time) {
+	if st.held == nil {
+		st.held = map[string]held{}
+	}
+	st.held[id] = held{info: info, until: until}
+}
+
+// expireHolds drops the holds that ended by now and returns the earliest
+// end of the others (zero: none).
+func (st *leaderState) expireHolds(now time.Time) time.Time {
+	var next time.Time
+	for id, h := range st.held {
+		if !now.Before(h.until) {
+			delete(st.held, id)
+			continue
+		}
+		if next.IsZero() || h.until.Before(next) {
+			next = h.until
+		}
+	}
+	return next
+}

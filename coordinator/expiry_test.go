@@ -1,0 +1,102 @@
+package coordinator
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ringside/ringside/coordinator/record"
+)
+
+// timeOut deletes member id's key as its lease expiring would, and returns
+// the value to put back, as the member registering again would.
+func timeOut(t *testing.T, client *clientv3.Client, j *Job, id string) string {
+	t.Helper()
+	key := j.cfg.Prefix() + record.MembersDir + id
+	resp, err := client.Delete(context.Background(), key, clientv3.WithPrevKV())
+	if err != nil || len(resp.PrevKvs) != 1 {
+		t.Fatalf("delete %s: %v", key, err)
+	}
+	return string(resp.PrevKvs[0].Value)
+}
+
+func putMember(t *testing.T, client *clientv3.Client, j *Job, id, value string) {
+	t.Helper()
+	if _, err := client.Put(context.Background(), j.cfg.Prefix()+record.MembersDir+id, value); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A member whose key times out (an etcd frozen past the TTL expires every
+// lease) and registers again within the grace costs no generation.
+func TestAKeyThatTimedOutAndCameBackCostsNoGeneration(t *testing.T) {
+	j, client := testJob(t, func(c *Config) { c.TTL, c.ExpiryGrace = 60*time.Second, time.Hour })
+	a, _, _ := join(t, j, "a"), join(t, j, "b"), join(t, j, "c")
+	g := await(t, a, "all three", hasIDs("a", "b", "c"))
+	value := timeOut(t, client, j, "c")
+	putMember(t, client, j, "c", value)
+	join(t, j, "d") // the next change, to see what was committed before it
+	next := await(t, a, "generation with d", hasIDs("a", "b", "c", "d"))
+	if next.Number != g.Number+1 || next.Reason != "join d" {
+		t.Fatalf("generation %d %q after %d, want %d \"join d\": c's return cost a generation", next.Number, next.Reason, g.Number, g.Number+1)
+	}
+}
+
+// A member that does not come back leaves when the grace ends.
+func TestAKeyThatTimedOutLeavesWhenTheGraceEnds(t *testing.T) {
+	j, client := testJob(t, func(c *Config) { c.TTL, c.ExpiryGrace = 60*time.Second, 500*time.Millisecond })
+	a, _, _ := join(t, j, "a"), join(t, j, "b"), join(t, j, "c")
+	await(t, a, "all three", hasIDs("a", "b", "c"))
+	timeOut(t, client, j, "c")
+	next := await(t, a, "generation without c", hasIDs("a", "b"))
+	if !slices.Contains(next.Left, "c") {
+		t.Fatalf("generation %d left %v, want c", next.Number, next.Left)
+	}
+}
+
+// A new process under a held member's id (a restarted pod) is not the
+// member coming back: its peers must form a new group with it.
+func TestANewInstanceUnderAHeldIDRestartsTheRing(t *testing.T) {
+	j, client := testJob(t, func(c *Config) { c.TTL, c.ExpiryGrace = 60*time.Second, time.Hour })
+	a, _ := join(t, j, "a"), join(t, j, "b")
+	c := join(t, j, "c")
+	g := await(t, a, "all three", hasIDs("a", "b", "c"))
+	c.Close()
+	value := timeOut(t, client, j, "c")
+	info, err := record.DecodeMember("members/c", []byte(value), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	join(t, j, "c", func(mi *record.MemberInfo) { mi.Addr = info.Addr })
+	next := await(t, a, "generation after c's new instance", func(n *record.Generation) bool { return n.Number > g.Number })
+	if !strings.Contains(next.Reason, "restart c") {
+		t.Fatalf("generation %d %q, want a restart of c", next.Number, next.Reason)
+	}
+}
+
+// A new leader holds the members of the generation whose keys are gone
+// without an eviction, as the old leader would have.
+func TestANewLeaderHoldsMembersWhoseKeysTimedOut(t *testing.T) {
+	j, client := testJob(t, func(c *Config) { c.TTL, c.ExpiryGrace = 60*time.Second, time.Hour })
+	a := join(t, j, "a")
+	leaderOf(t, a)
+	b, _ := join(t, j, "b"), join(t, j, "c")
+	g := await(t, b, "all three", hasIDs("a", "b", "c"))
+	value := timeOut(t, client, j, "c")
+	// The leader goes with c gone: the next one must hold c too. a leaves
+	// (its departure is meant), so the next generation drops a only.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := await(t, b, "generation without a", func(n *record.Generation) bool { return n.Number > g.Number })
+	if !hasIDs("b", "c")(next) {
+		t.Fatalf("generation %d has %v (%q), want b and c: a left, c is held", next.Number, next.IDs(), next.Reason)
+	}
+	putMember(t, client, j, "c", value)
+}
