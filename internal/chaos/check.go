@@ -43,6 +43,11 @@ type Report struct {
 	// LiveEvictions counts member keys deleted while their registration
 	// was current and their sidecar ran, unfrozen and reachable.
 	LiveEvictions int
+	// OutageExpiries counts member keys etcd itself deleted because an
+	// outage outlived their lease (a frozen etcd expires every lease when
+	// it resumes): no member evicted them, and each member registers
+	// again in place; what that costs the job, SpuriousGenerations counts.
+	OutageExpiries int
 	// Unsynced counts live members whose last delivered generation at the
 	// end is not the latest committed one.
 	Unsynced int
@@ -171,9 +176,28 @@ func (c *checker) evictions() {
 		if !life.TrainerGone.IsZero() && !life.TrainerGone.After(e.At) {
 			continue // its trainer is gone: the member may go with it
 		}
+		if c.expiredByOutage(e.At) {
+			c.r.OutageExpiries++
+			continue
+		}
 		c.r.LiveEvictions++
 		c.violation("live_eviction", e.At, "%s's registration (lease %x) revoked while its sidecar ran", e.Member, e.Lease)
 	}
+}
+
+// outageExpiry bounds how long after etcd returns it expires the leases
+// an outage outlived: its lessor revokes them within a check (500 ms).
+const outageExpiry = 2 * time.Second
+
+// expiredByOutage reports whether a deletion at t came from etcd expiring
+// leases during or right after an outage.
+func (c *checker) expiredByOutage(t time.Time) bool {
+	for _, iv := range c.h.EtcdDown {
+		if iv.Contains(t, outageExpiry) {
+			return true
+		}
+	}
+	return false
 }
 
 // spurious: a generation must change the ring, and leave out only members

@@ -81,6 +81,11 @@ func TestCheckFindsEachViolation(t *testing.T) {
 				Registration{Member: "w1", Lease: 0x7, Revision: 24, At: at(19)})
 			h.Evictions = append(h.Evictions, Eviction{Member: "w1", Lease: 0x1, Revision: 25, At: at(20)})
 		}, ""},
+		{"etcd expiring a lease its freeze outlived is no eviction", func(h *History) {
+			h.Registrations = append(h.Registrations, Registration{Member: "w1", Lease: 0x1, Revision: 4, At: at(0)})
+			h.EtcdDown = append(h.EtcdDown, Interval{From: at(16), To: at(19.5)})
+			h.Evictions = append(h.Evictions, Eviction{Member: "w1", Lease: 0x1, Revision: 25, At: at(20)})
+		}, ""},
 		{"a generation that changes nothing is spurious", func(h *History) {
 			h.Commits = append(h.Commits, Commit{Number: 5, Members: []string{"w0", "w1"}, Leader: "w0", Term: "w0", Revision: 30, Observed: at(25)})
 			for _, id := range []string{"w0", "w1"} {

@@ -68,7 +68,10 @@ type Result struct {
 	Duplicates   int    `json:"duplicate_generations"`
 	Decreasing   int    `json:"decreasing_generations"`
 	Unsynced     int    `json:"unsynced"`
-	Generations  int    `json:"generations"`
+	// OutageExpiries are the leases etcd expired after an outage outlived
+	// them, re-registered in place (not evictions by the protocol).
+	OutageExpiries int `json:"outage_expiries"`
+	Generations    int `json:"generations"`
 	// Violations by fault kind, and each violation in a sentence.
 	ByKind     map[Kind]map[string]int `json:"by_kind,omitempty"`
 	Violations []string                `json:"-"`
@@ -134,7 +137,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Result, error) {
 	}
 	res := Result{Bench: "chaos", Events: len(hist.Faults), Deadlocks: rep.Deadlocks, Divergences: rep.Divergences,
 		LostCommittedSteps: rep.LostCommittedSteps, SplitBrain: rep.SplitBrain, SpuriousGenerations: rep.SpuriousGenerations,
-		LiveEvictions: rep.LiveEvictions, Seed: cfg.Seed, Workers: cfg.Workers, Linearizable: rep.Linearizable,
+		LiveEvictions: rep.LiveEvictions, OutageExpiries: rep.OutageExpiries, Seed: cfg.Seed, Workers: cfg.Workers, Linearizable: rep.Linearizable,
 		Duplicates: rep.DuplicateGenerations, Decreasing: rep.DecreasingGenerations, Unsynced: rep.Unsynced,
 		Generations: len(hist.Commits), ByKind: rep.ByKind, Violations: rep.Violations}
 	if len(rep.ResumeS) > 0 {
