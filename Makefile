@@ -6,7 +6,7 @@ BIN     := bin/ringside
 # Debian's python3-torch lives in the system Python, not in a pyenv one.
 PYTHON  ?= /usr/bin/python3
 
-.PHONY: all build demo test vet bench chaos clean torch python-test
+.PHONY: all build demo test vet bench chaos clean torch iptables python-test
 
 all: build
 
@@ -20,7 +20,7 @@ demo: build
 	$(BIN) demo
 
 ## test: vet and the Python tests, then every package with the race detector
-test: vet python-test
+test: vet python-test iptables
 	$(GO) test $(RACE) -count=1 -timeout $(TIMEOUT) ./...
 
 ## torch: installs Debian's python3-torch when missing (as root); with CI=true
@@ -34,6 +34,18 @@ torch:
 	  $(PYTHON) -c 'import torch' 2>/dev/null || { \
 	    if [ "$(CI)" = true ]; then echo "CI=true and $(PYTHON) cannot import torch: install python3-torch" >&2; exit 1; fi; \
 	    echo "$(PYTHON) cannot import torch: the PyTorch tests will be skipped (apt-get install python3-torch)"; }; }
+
+## iptables: installs iptables when missing (as root): the chaos suite cuts
+## gossip between workers with it; with CI=true a missing one fails
+iptables:
+	@command -v iptables >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing iptables"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iptables; \
+	  fi; \
+	  command -v iptables >/dev/null || { \
+	    if [ "$(CI)" = true ]; then echo "CI=true and iptables is missing: apt-get install iptables" >&2; exit 1; fi; \
+	    echo "iptables is missing: the chaos tests leave gossip partitions out (apt-get install iptables)"; }; }
 
 ## python-test: the Python package's tests (PyTorch ones with real processes)
 python-test: torch
@@ -60,7 +72,7 @@ bench: build
 ## chaos: a seeded schedule of faults for each of a few seeds; each prints a JSON line
 ## (violations on stderr); a bounded run of it is part of `make test`
 CHAOS_SEEDS ?= 1 2 3
-chaos: build
+chaos: build iptables
 	@for s in $(CHAOS_SEEDS); do $(BIN) bench chaos --workers 8 --events 100 --seed $$s --json || exit 1; done
 
 clean:

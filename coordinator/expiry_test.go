@@ -100,3 +100,63 @@ func TestANewLeaderHoldsMembersWhoseKeysTimedOut(t *testing.T) {
 	}
 	putMember(t, client, j, "c", value)
 }
+
+// A leader that kept its lease through an outage but is no longer a
+// candidate by the rule (the generation names another leader, whose key
+// timed out) must not sit on its election key: every candidate after it
+// would wait for that key forever.
+func TestALeaderThatKeptItsLeaseDoesNotBlockTheElection(t *testing.T) {
+	j, client := testJob(t, func(c *Config) { c.TTL, c.ExpiryGrace, c.Candidates = 60*time.Second, time.Hour, 1 })
+	a := join(t, j, "a")
+	leaderOf(t, a)
+	b := join(t, j, "b")
+	g := await(t, b, "both", hasIDs("a", "b"))
+	if g.Leader != "a" {
+		t.Fatalf("generation committed by %q, want a", g.Leader)
+	}
+	// a's lease goes (a frozen etcd expired it): b, the other campaigner,
+	// takes over; a registers again, held, so the generation still names a.
+	if _, err := client.Revoke(context.Background(), a.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	orphan(a) // a's client notices at once, not at its next keep-alive
+	if leaderOf(t, b) != b {
+		t.Fatal("b did not take over")
+	}
+	awaitKey(t, client, j.cfg.Prefix()+record.MembersDir+"a")
+	// b's client gives up on its lease while etcd still has it (an outage
+	// shorter than etcd's own expiry): b re-attaches to the same lease.
+	orphan(b)
+	join(t, j, "c")
+	next := await(t, a, "generation with c", hasIDs("a", "b", "c"))
+	t.Logf("generation %d committed by %s", next.Number, next.Leader)
+}
+
+// awaitKey waits until key exists.
+func awaitKey(t *testing.T, client *clientv3.Client, key string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		resp, err := client.Get(ctx, key, clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatalf("%s did not appear: %v", key, err)
+		}
+		if resp.Count > 0 {
+			return
+		}
+		select {
+		case <-client.Watch(ctx, key, clientv3.WithRev(resp.Header.Revision+1)):
+		case <-ctx.Done():
+			t.Fatalf("%s did not appear within 10s", key)
+		}
+	}
+}
+
+// orphan makes m's client give up its lease, as a keep-alive that goes
+// unanswered for the TTL does.
+func orphan(m *Member) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sess.Orphan()
+}

@@ -71,8 +71,19 @@ func (m *Member) stand(ctx context.Context, sess *concurrency.Session) (key stri
 		return "", 0, false, err
 	}
 	defer cand.close()
-	if err := cand.await(ctx); err != nil {
-		return "", 0, false, err
+	// A member that kept its lease through an etcd outage may still hold
+	// its election key: it campaigns already, and other candidates wait for
+	// the keys before theirs to go. Waiting on the candidacy with the key in
+	// place would hold them up for good; it runs again instead, and
+	// withdraws the key if the candidacy finds it surplus.
+	own, err := sess.Client().Get(ctx, fmt.Sprintf("%s%x", cand.prefix, sess.Lease()), clientv3.WithCountOnly())
+	if err != nil {
+		return "", 0, false, fmt.Errorf("read own election key: %w", err)
+	}
+	if own.Count == 0 {
+		if err := cand.await(ctx); err != nil {
+			return "", 0, false, err
+		}
 	}
 	ectx, withdraw := context.WithCancel(ctx)
 	defer withdraw()

@@ -107,13 +107,13 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Result, error) {
 	}
 	kinds := cfg.Kinds
 	if slices.Contains(kinds, Partition) {
-		// Gossip partitions need root and a packet filter to drop UDP
-		// between two sets of loopback addresses; they are not played yet.
-		if cfg.RequireAll {
-			return Result{}, errors.New("chaos: gossip partitions cannot be played here (they need root and iptables, and the harness does not play them yet), and every fault kind is required: leave partition out of --faults")
+		if err := canPartition(); err != nil {
+			if cfg.RequireAll {
+				return Result{}, fmt.Errorf("chaos: %w, and every fault kind is required: leave partition out of --faults", err)
+			}
+			kinds = slices.DeleteFunc(slices.Clone(kinds), func(k Kind) bool { return k == Partition })
+			fmt.Fprintf(progress, "leaving gossip partitions out: %v\n", err)
 		}
-		kinds = slices.DeleteFunc(slices.Clone(kinds), func(k Kind) bool { return k == Partition })
-		fmt.Fprintln(progress, "leaving gossip partitions out: the harness does not play them yet")
 	}
 	if len(kinds) == 0 {
 		return Result{}, errors.New("chaos: no fault kind to play")

@@ -31,6 +31,8 @@ func (h *harness) strike(ctx context.Context, ev Event) (Fault, error) {
 		return f, nil
 	case EtcdRestart, EtcdFreeze:
 		return h.outage(ctx, ev.Kind, hold)
+	case Partition:
+		return h.partition(ctx, ev, hold)
 	}
 	victims := h.victims(ev)
 	f := Fault{Kind: ev.Kind, At: time.Now()}

@@ -22,6 +22,7 @@ import (
 // into a slice of its own size instead, a few hundred bytes.
 type transport struct {
 	log      *slog.Logger
+	local    net.IP // the bound address, or nil when bound to every interface
 	tcp      *net.TCPListener
 	udp      *net.UDPConn
 	packetCh chan *memberlist.Packet
@@ -71,6 +72,9 @@ func listen(addr string, port int, log *slog.Logger) (*transport, error) {
 		packetCh: make(chan *memberlist.Packet),
 		streamCh: make(chan net.Conn),
 	}
+	if !ip.IsUnspecified() {
+		t.local = ip
+	}
 	t.wg.Add(2)
 	go t.acceptStreams()
 	go t.readPackets()
@@ -112,9 +116,14 @@ func (t *transport) WriteTo(b []byte, addr string) (time.Time, error) {
 // PacketCh is memberlist's.
 func (t *transport) PacketCh() <-chan *memberlist.Packet { return t.packetCh }
 
-// DialTimeout is memberlist's: a TCP stream to addr.
+// DialTimeout is memberlist's: a TCP stream to addr, from the bound
+// address when there is one, so a stream comes from the address this
+// member advertises, as its packets do.
 func (t *transport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
 	d := net.Dialer{Timeout: timeout}
+	if t.local != nil {
+		d.LocalAddr = &net.TCPAddr{IP: t.local}
+	}
 	return d.Dial("tcp", addr)
 }
 
