@@ -31,6 +31,10 @@ type Config struct {
 	// TTL of each member's session lease: how long a crashed member that
 	// nobody revokes stays in the ring. Gossip revokes faster.
 	TTL time.Duration
+	// RefuteWindow is how long a quorum of votes against a member must
+	// stand before it is evicted: the time it has to refute them (see
+	// Member.Suspect). A live member answers within its etcd round trip.
+	RefuteWindow time.Duration
 	// ExpiryGrace is how long the leader keeps in the ring a member of the
 	// generation whose key vanished without an eviction or a leave: its
 	// lease expired, most often because etcd was frozen or unreachable
@@ -71,6 +75,7 @@ type Config struct {
 type testHooks struct {
 	beforeCommit func(*record.Generation)
 	afterCommit  func(g *record.Generation, committed bool, err error)
+	beforeRefute func() // a member slow to refute
 }
 
 // DefaultConfig returns the defaults for a job.
@@ -84,6 +89,9 @@ func DefaultConfig(namespace, job string) Config {
 		// 5 s: a client notices its lease is gone within the TTL and its
 		// registration retries reach etcd within about 2 s of its return.
 		ExpiryGrace: 5 * time.Second,
+		// 50 ms: fifty times an etcd round trip on a pod network, and a
+		// small part of the detection budget (~0.4 s).
+		RefuteWindow: 50 * time.Millisecond,
 		// 500 ms: pods of a scale-up start within a few hundred ms of each
 		// other; one generation for all of them beats one per pod.
 		Settle:    500 * time.Millisecond,
@@ -118,6 +126,9 @@ func (c Config) Validate() error {
 	}
 	if c.Settle < 0 {
 		errs = append(errs, fmt.Errorf("settle window must not be negative, got %s", c.Settle))
+	}
+	if c.RefuteWindow < 0 {
+		errs = append(errs, fmt.Errorf("refute window must not be negative, got %s", c.RefuteWindow))
 	}
 	if c.ExpiryGrace < 0 {
 		errs = append(errs, fmt.Errorf("expiry grace must not be negative, got %s", c.ExpiryGrace))

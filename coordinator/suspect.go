@@ -19,8 +19,8 @@ import (
 // whose own check finds another unresponsive votes against the
 // registration it saw (Suspect): a Vote under suspects/<target>/<voter>,
 // on the voter's lease. The registration is evicted once votes of
-// Quorum distinct live members name it and the target has not refuted
-// them: a live target deletes every vote against its own registration as
+// Quorum distinct live members name it and still stand Config.RefuteWindow
+// later: a live target deletes every vote against its own registration as
 // soon as it sees one (refute), so a member that still reaches etcd is
 // never evicted by members that cannot reach it over gossip. The
 // eviction revokes exactly the lease the voters saw, in a Txn that checks
@@ -112,6 +112,14 @@ func (m *Member) Suspect(ctx context.Context, id string) (Verdict, error) {
 	if len(cmps)-1 < Quorum {
 		return Voted, nil
 	}
+	// The quorum stands: the suspect still gets RefuteWindow to delete the
+	// votes (a live member does within its etcd round trip), so two
+	// observers that voted at the same moment cannot outrun its answer.
+	select {
+	case <-ctx.Done():
+		return Voted, ctx.Err()
+	case <-time.After(m.job.cfg.RefuteWindow):
+	}
 	eresp, err := client.Txn(ctx).If(cmps...).Then(
 		clientv3.OpDelete(votesPrefix, clientv3.WithPrefix()),
 		clientv3.OpPut(prefix+record.EvictedDir+id, fmt.Sprintf("%x", lease)),
@@ -183,6 +191,9 @@ func (m *Member) refuteVote(ctx context.Context, sess *concurrency.Session, key,
 	}
 	if clientv3.LeaseID(v.Lease) != sess.Lease() {
 		return // against an earlier registration: harmless
+	}
+	if h := m.job.cfg.hooks; h != nil && h.beforeRefute != nil {
+		h.beforeRefute()
 	}
 	// Only the vote we saw: a newer one is refuted when its event comes.
 	_, err = m.job.client.Txn(ctx).

@@ -179,3 +179,42 @@ func TestWatchVotesDeliversVotes(t *testing.T) {
 	for range votes {
 	}
 }
+
+// Two observers that vote at the same moment against a live member (both
+// on one side of a gossip partition) do not evict it: the quorum must
+// stand for the refute window, and the member deletes the votes first.
+func TestSimultaneousVotesAgainstALiveMemberDoNotEvictIt(t *testing.T) {
+	j, client := testJob(t, func(c *Config) {
+		c.TTL = 60 * time.Second
+		// A loaded member: each refutation takes 10 ms, a fifth of the
+		// window.
+		c.hooks = &testHooks{beforeRefute: func() { time.Sleep(10 * time.Millisecond) }}
+	})
+	a, b, _ := join(t, j, "a"), join(t, j, "b"), join(t, j, "c")
+	await(t, a, "all three", hasIDs("a", "b", "c"))
+	lease, created := leaseOf(t, client, j, "c")
+	for round := range 5 {
+		verdicts := make(chan Verdict, 2)
+		for _, voter := range []*Member{a, b} {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				v, err := voter.Suspect(ctx, "c")
+				if err != nil {
+					t.Errorf("%s suspects c: %v", voter.ID(), err)
+				}
+				verdicts <- v
+			}()
+		}
+		for range 2 {
+			if v := <-verdicts; v != Voted {
+				t.Fatalf("round %d: a vote against live c: %s, want voted", round, v)
+			}
+		}
+		awaitVoteGone(t, client, j, "c", "a")
+		awaitVoteGone(t, client, j, "c", "b")
+	}
+	if l, cr := leaseOf(t, client, j, "c"); l != lease || cr != created {
+		t.Fatalf("c's registration changed from lease %x rev %d to %x rev %d", lease, created, l, cr)
+	}
+}
