@@ -204,10 +204,14 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 		return err
 	}
 	a.seedGossip(ctx)
-	a.wg.Add(3)
+	a.wg.Add(4)
 	go func() {
 		defer a.wg.Done()
 		a.checkVotes(runCtx)
+	}()
+	go func() {
+		defer a.wg.Done()
+		a.reconcileGossip(runCtx)
 	}()
 	go func() {
 		defer a.wg.Done()

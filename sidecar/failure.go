@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -170,8 +171,46 @@ func (a *Agent) check(name, why string) {
 			a.log.Debug("could not check a suspect", "suspect", name, "err", err)
 		case !answered:
 			a.suspect(name, why+"; it did not answer a check either")
+		case !a.gossip.Alive(name):
+			// Declared dead while it lives (a partition that healed):
+			// back into our gossip, or its real death goes unprobed.
+			if err := a.gossip.Rejoin(a.runCtx, name); err != nil {
+				a.log.Warn("could not rejoin a member gossip had declared dead", "member", name, "err", err)
+			} else {
+				a.log.Info("rejoined a member gossip had declared dead: it answers", "member", name)
+			}
 		}
 	}()
+}
+
+// reconcileEvery is how often the members of the generation are compared
+// with the gossip view.
+const reconcileEvery = 2 * time.Second
+
+// reconcileGossip checks, every reconcileEvery, each member of the
+// generation that gossip no longer holds alive: gossip forgets a member
+// it declared dead (during a partition, a CPU stall), and stops probing
+// it, while the member is still registered. A check that gets no answer
+// votes against it; one that does brings it back into gossip.
+func (a *Agent) reconcileGossip(ctx context.Context) {
+	t := time.NewTicker(reconcileEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		g, _ := a.generation()
+		if g == nil {
+			continue
+		}
+		for _, m := range g.Members {
+			if m.ID != a.cfg.MemberID && !a.gossip.Alive(m.ID) {
+				a.check(m.ID, "in the generation but gone from gossip")
+			}
+		}
+	}
 }
 
 // checkVotes checks the suspects other members vote against, when this
@@ -308,8 +347,10 @@ func (a *Agent) publishDead(name string) {
 }
 
 // reportSuspect checks a trainer's report that a collective with peer
-// failed: if the peer's gossip port does not accept a connection, its
-// process is gone or unreachable, and this sidecar votes against it.
+// failed. A refused connection to the peer's gossip port means its process
+// is gone: this sidecar votes at once. One that connects means it lives
+// (the collective failed because a member elsewhere in the ring died);
+// one that times out gets a gossip check, which votes if it fails.
 func (a *Agent) reportSuspect(f api.FailureReport) {
 	if !a.joined() {
 		return
@@ -329,12 +370,15 @@ func (a *Agent) reportSuspect(f api.FailureReport) {
 			}
 			d := net.Dialer{Timeout: 300 * time.Millisecond}
 			conn, err := d.DialContext(ctx, "tcp", m.GossipAddr)
-			if err == nil {
+			switch {
+			case err == nil:
 				conn.Close()
 				a.log.Info("trainer reported a failed collective, but the peer answers", "peer", f.Peer, "error", f.Error)
-				return
+			case errors.Is(err, syscall.ECONNREFUSED):
+				a.suspect(f.Peer, "the trainer's collective with it failed and its gossip port refuses connections")
+			default:
+				a.check(f.Peer, "the trainer's collective with it failed and its gossip port does not answer")
 			}
-			a.suspect(f.Peer, "the trainer's collective with it failed and its gossip port does not answer: "+err.Error())
 		}
 	}()
 }

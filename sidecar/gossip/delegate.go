@@ -219,6 +219,13 @@ func (d *delegate) clearSuspect(name string) {
 	}
 }
 
+func (d *delegate) isAlive(name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.alive[name]
+	return ok
+}
+
 // lastSeen returns where name was last seen alive.
 func (d *delegate) lastSeen(name string) (peer, bool) {
 	d.mu.Lock()

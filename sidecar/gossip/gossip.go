@@ -200,6 +200,22 @@ func (g *Gossip) Suspects() int {
 	return g.dlg.numSuspects()
 }
 
+// Alive reports whether this member's gossip holds name alive (suspects
+// included).
+func (g *Gossip) Alive(name string) bool { return g.dlg.isAlive(name) }
+
+// Rejoin joins name again at the address it was last seen at: a member
+// declared dead that still answers (after a partition healed) is probed
+// again only once it is back in this member's gossip.
+func (g *Gossip) Rejoin(ctx context.Context, name string) error {
+	p, ok := g.dlg.lastSeen(name)
+	if !ok {
+		return fmt.Errorf("gossip: rejoin %s: never seen", name)
+	}
+	_, err := g.Join(ctx, []string{net.JoinHostPort(p.addr.String(), fmt.Sprint(p.port))})
+	return err
+}
+
 // Check pings member name once, at the address it was last seen alive,
 // and reports whether it answered within ProbeTimeout. It is a second
 // opinion on another member's suspicion, independent of the probe

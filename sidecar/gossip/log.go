@@ -47,6 +47,10 @@ var routineFailures = []string{
 	"Failed to send UDP compound ping",
 	"Failed to send indirect UDP ping",
 	"Failed UDP ping",
+	// A connection that closes before it sends anything: a liveness
+	// check of the gossip port (a peer's sidecar after its trainer's
+	// collective failed, a TCP probe), not traffic of another job.
+	`discarding stream with unacceptable label ""`,
 }
 
 // parseLogLine splits a memberlist line into a level and its text.
