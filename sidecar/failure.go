@@ -52,6 +52,10 @@ func (s suspects) MemberSuspect(name string, _ net.IP) { s.a.suspect(name, "goss
 // MemberAnswered: name answers again; our vote, if any, goes.
 func (s suspects) MemberAnswered(name string) { s.a.withdraw(name) }
 
+// MemberJoined: name is back in gossip (it refuted being declared dead, or
+// rejoined); our vote, if any, goes.
+func (s suspects) MemberJoined(name string, _ net.IP) { s.a.withdraw(name) }
+
 // joined reports whether the agent has joined the job: gossip events may
 // arrive before.
 func (a *Agent) joined() bool {
@@ -71,9 +75,15 @@ func (a *Agent) suspect(name, why string) {
 		return
 	}
 	a.mu.Lock()
-	if _, ok := a.suspicions[name]; ok {
-		a.mu.Unlock()
-		return
+	if s, ok := a.suspicions[name]; ok {
+		select {
+		case <-s.done:
+			// Our vote was stored, and may have been refuted since (or
+			// swept away with an eviction): a new failure votes again.
+		default:
+			a.mu.Unlock()
+			return // being cast
+		}
 	}
 	ctx, cancel := context.WithCancel(a.runCtx)
 	s := &suspicion{cancel: cancel, done: make(chan struct{})}
