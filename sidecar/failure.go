@@ -75,15 +75,9 @@ func (a *Agent) suspect(name, why string) {
 		return
 	}
 	a.mu.Lock()
-	if s, ok := a.suspicions[name]; ok {
-		select {
-		case <-s.done:
-			// Our vote was stored, and may have been refuted since (or
-			// swept away with an eviction): a new failure votes again.
-		default:
-			a.mu.Unlock()
-			return // being cast
-		}
+	if a.casting(name) {
+		a.mu.Unlock()
+		return
 	}
 	ctx, cancel := context.WithCancel(a.runCtx)
 	s := &suspicion{cancel: cancel, done: make(chan struct{})}
@@ -106,6 +100,22 @@ func (a *Agent) suspect(name, why string) {
 			a.mu.Unlock()
 		}
 	}()
+}
+
+// casting reports whether our vote against name is being cast. One that
+// was stored does not count: it may have been refuted since (or swept
+// away with an eviction), so a new failure votes again. a.mu is held.
+func (a *Agent) casting(name string) bool {
+	s, ok := a.suspicions[name]
+	if !ok {
+		return false
+	}
+	select {
+	case <-s.done:
+		return false
+	default:
+		return true
+	}
 }
 
 // vote casts the vote, retrying with backoff until it is stored or ctx
@@ -160,8 +170,7 @@ func (a *Agent) check(name, why string) {
 		return
 	}
 	a.mu.Lock()
-	_, voted := a.suspicions[name]
-	skip := voted || a.checking[name] || a.announced[name]
+	skip := a.casting(name) || a.checking[name] || a.announced[name]
 	if !skip {
 		a.checking[name] = true
 	}
