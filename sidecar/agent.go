@@ -63,6 +63,7 @@ type Agent struct {
 	runCtx     context.Context       // lives until the agent stops; set before the API and gossip start
 	suspicions map[string]*suspicion // our standing votes, by suspect
 	checking   map[string]bool       // suspects being checked now
+	checkedAt  map[string]time.Time  // when each member was last checked
 	announced  map[string]bool       // deaths announced ahead of their generation
 
 	presence *presence // whether the trainer is attached (trainer.go)
@@ -95,6 +96,7 @@ func New(cfg Config, logger *slog.Logger) (*Agent, error) {
 		gossipped:  make(map[string]bool),
 		suspicions: make(map[string]*suspicion),
 		checking:   make(map[string]bool),
+		checkedAt:  make(map[string]time.Time),
 		announced:  make(map[string]bool),
 		presence:   newPresence(cfg.TrainerTimeout),
 		beatCh:     make(chan struct{}, 1),

@@ -28,6 +28,10 @@ import (
 // is told only of deaths that are confirmed: the member is in the new
 // generation's Left, or this sidecar's own vote evicted it.
 
+// checkEvery bounds how often one member is checked: during a gossip
+// partition every vote would otherwise set off checks that vote again.
+const checkEvery = 500 * time.Millisecond
+
 // checkersPerVote is how many members, the ones after the suspect in ring
 // order, check a suspect when another member votes against it.
 const checkersPerVote = 3
@@ -140,6 +144,12 @@ func (a *Agent) vote(ctx context.Context, name string) coordinator.Verdict {
 			return coordinator.Gone
 		case <-time.After(bo.NextBackOff()):
 		}
+		// The vote must be news when it lands: one that waited out an etcd
+		// outage may be about a partition that healed meanwhile.
+		if answered, err := a.gossip.Check(ctx, name); err == nil && answered {
+			a.log.Info("suspect answers again; vote dropped before it was stored", "suspect", name)
+			return coordinator.Gone
+		}
 	}
 }
 
@@ -170,9 +180,10 @@ func (a *Agent) check(name, why string) {
 		return
 	}
 	a.mu.Lock()
-	skip := a.casting(name) || a.checking[name] || a.announced[name]
+	now := time.Now()
+	skip := a.casting(name) || a.checking[name] || a.announced[name] || now.Sub(a.checkedAt[name]) < checkEvery
 	if !skip {
-		a.checking[name] = true
+		a.checking[name], a.checkedAt[name] = true, now
 	}
 	a.mu.Unlock()
 	if skip {

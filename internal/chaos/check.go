@@ -176,7 +176,7 @@ func (c *checker) evictions() {
 		if !life.TrainerGone.IsZero() && !life.TrainerGone.After(e.At) {
 			continue // its trainer is gone: the member may go with it
 		}
-		if c.expiredByOutage(e.At) {
+		if !e.Recorded && c.expiredByOutage(e.At) {
 			c.r.OutageExpiries++
 			continue
 		}

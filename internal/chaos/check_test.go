@@ -86,6 +86,11 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			h.EtcdDown = append(h.EtcdDown, Interval{From: at(16), To: at(19.5)})
 			h.Evictions = append(h.Evictions, Eviction{Member: "w1", Lease: 0x1, Revision: 25, At: at(20)})
 		}, ""},
+		{"an eviction by the protocol right after an outage is a live eviction", func(h *History) {
+			h.Registrations = append(h.Registrations, Registration{Member: "w1", Lease: 0x1, Revision: 4, At: at(0)})
+			h.EtcdDown = append(h.EtcdDown, Interval{From: at(16), To: at(19.5)})
+			h.Evictions = append(h.Evictions, Eviction{Member: "w1", Lease: 0x1, Revision: 25, At: at(20), Recorded: true})
+		}, "live_eviction"},
 		{"a generation that changes nothing is spurious", func(h *History) {
 			h.Commits = append(h.Commits, Commit{Number: 5, Members: []string{"w0", "w1"}, Leader: "w0", Term: "w0", Revision: 30, Observed: at(25)})
 			for _, id := range []string{"w0", "w1"} {

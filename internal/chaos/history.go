@@ -63,6 +63,9 @@ type Eviction struct {
 	Lease    int64
 	Revision int64
 	At       time.Time
+	// Recorded: an eviction record (evicted/<id>) named the lease first:
+	// the protocol evicted it (or the member left), etcd did not expire it.
+	Recorded bool
 }
 
 // Registration is a write of a member key on a lease.

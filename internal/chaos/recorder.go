@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,8 +29,10 @@ type recorder struct {
 	mu      sync.Mutex
 	h       History
 	leaders map[string]electionKey // election key -> who, by create revision
-	changed chan struct{}          // closed and replaced on every change
-	first   map[string]bool        // workers whose trainer printed a line
+	// recorded are the leases eviction records named (evicted/<id>).
+	recorded map[int64]bool
+	changed  chan struct{}   // closed and replaced on every change
+	first    map[string]bool // workers whose trainer printed a line
 
 	wg sync.WaitGroup
 }
@@ -44,7 +47,7 @@ func startRecorder(ctx context.Context, endpoints []string, namespace, job strin
 	if err != nil {
 		return nil, fmt.Errorf("recorder: etcd client: %w", err)
 	}
-	r := &recorder{prefix: record.Prefix(namespace, job), client: c, leaders: map[string]electionKey{},
+	r := &recorder{prefix: record.Prefix(namespace, job), client: c, leaders: map[string]electionKey{}, recorded: map[int64]bool{},
 		changed: make(chan struct{}), first: map[string]bool{}}
 	r.h.Start = time.Now()
 	r.h.Workers = map[string]*Life{}
@@ -116,12 +119,17 @@ func (r *recorder) apply(ev *clientv3.Event) {
 		}
 		r.h.Commits = append(r.h.Commits, Commit{Number: g.Number, Members: g.IDs(), Standby: g.Standby, Paused: g.Paused,
 			Leader: g.Leader, Term: r.leaderLocked(), Revision: ev.Kv.ModRevision, Observed: now, Reason: g.Reason})
+	case strings.HasPrefix(rel, record.EvictedDir) && ev.Type == mvccpb.PUT:
+		if lease, err := strconv.ParseInt(string(ev.Kv.Value), 16, 64); err == nil {
+			r.recorded[lease] = true
+		}
 	case strings.HasPrefix(rel, record.MembersDir):
 		id := strings.TrimPrefix(rel, record.MembersDir)
 		if ev.Type == mvccpb.PUT {
 			r.h.Registrations = append(r.h.Registrations, Registration{Member: id, Lease: ev.Kv.Lease, Revision: ev.Kv.ModRevision, At: now})
 		} else if ev.PrevKv != nil {
-			r.h.Evictions = append(r.h.Evictions, Eviction{Member: id, Lease: ev.PrevKv.Lease, Revision: ev.Kv.ModRevision, At: now})
+			r.h.Evictions = append(r.h.Evictions, Eviction{Member: id, Lease: ev.PrevKv.Lease, Revision: ev.Kv.ModRevision, At: now,
+				Recorded: r.recorded[ev.PrevKv.Lease]})
 		}
 	}
 }
