@@ -151,9 +151,9 @@ func (r *recorder) notify() {
 }
 
 // readLines records the trainers' step lines, and starts following a
-// worker's event stream once its trainer printed its first line: the
-// trainer has then talked to its sidecar, so the recorder's stream does
-// not make a pending member active before its trainer.
+// worker's event stream once its trainer printed its first line. The
+// recorder's stream observes (client.Observe): it never stands in for the
+// trainer's presence.
 func (r *recorder) readLines(ctx context.Context, lines <-chan localjob.Line) {
 	for {
 		select {
