@@ -126,8 +126,15 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	close(a.started)
 	a.log.Info("sidecar running", "api", a.cfg.Socket, "gossip", a.gossip.LocalAddr())
 	released := !a.cfg.Footprint.ReleaseStartupPages
+	var again <-chan time.Time // the second release
 	for {
 		select {
+		case <-again:
+			// The first seconds in a generation are start-up too: gossip
+			// syncs with every peer, the watches open, the first checks
+			// run. Pages only they touched go now.
+			again = nil
+			a.releaseStartupPages()
 		case g, open := <-a.member.Generations():
 			if !open {
 				if err := a.member.Err(); err != nil {
@@ -142,6 +149,9 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 				// gossips with its peers.
 				released = true
 				a.releaseStartupPages()
+				t := time.NewTimer(secondRelease)
+				defer t.Stop()
+				again = t.C
 			}
 		case reason := <-a.drainCh:
 			return a.drain(runCtx, reason)
@@ -491,6 +501,10 @@ func (a *Agent) gossipSuspects() float64 {
 	}
 	return float64(a.gossip.Suspects())
 }
+
+// secondRelease is when, after the first generation, start-up pages are
+// released once more.
+const secondRelease = 15 * time.Second
 
 // releaseStartupPages unmaps the executable's pages that starting up
 // touched (see footprint.ReleaseStartupPages).

@@ -31,7 +31,8 @@ type JoinEvents interface {
 
 // SuspectEvents is implemented by Events that also want to hear of this
 // member's own probes: MemberSuspect when one of them found another member
-// unresponsive (direct and indirect probes all failed), MemberAnswered when
+// unresponsive (its direct probe, or a Check, went unanswered for
+// ProbeTimeout), MemberAnswered when
 // a suspect answers again or is heard alive. Gossip's own verdict
 // (MemberDead) follows a suspicion only after the suspicion timeout.
 type SuspectEvents interface {

@@ -194,8 +194,8 @@ func (g *Gossip) Members() int {
 // it keeps per member (its Node.State field is never set and no callback
 // fires on suspicion), so a suspicion this member only heard of by gossip is
 // not counted; the sum over all members counts each suspicion at least once.
-// It is read from memberlist's "Suspect NAME has failed" log line, which the
-// tests check is still there.
+// It is read from memberlist's "Failed UDP ping: NAME (timeout reached)"
+// log line, which the tests check is still there.
 func (g *Gossip) Suspects() int {
 	return g.dlg.numSuspects()
 }

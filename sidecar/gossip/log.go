@@ -10,7 +10,7 @@ import (
 // newLogAdapter returns the *log.Logger memberlist insists on, turning each of
 // its "[LEVEL] memberlist: text" lines into an slog record of the matching
 // level with component=memberlist. onSuspect, if not nil, is called with the
-// member named by each "Suspect NAME has failed" line: the only place
+// member named by each "Failed UDP ping: NAME" line: the only place
 // memberlist reveals that its own probe found a member unresponsive.
 func newLogAdapter(logger *slog.Logger, onSuspect func(name string)) *log.Logger {
 	return log.New(&logWriter{logger: logger, onSuspect: onSuspect}, "", 0)
@@ -79,13 +79,19 @@ func parseLogLine(line string) (slog.Level, string) {
 	return level, msg
 }
 
-// suspectedMember recognises memberlist's "Suspect NAME has failed, no acks
-// received" line, logged when this member's probe of NAME failed.
+// suspectedMember recognises memberlist's "Failed UDP ping: NAME (timeout
+// reached)" line, logged when NAME did not ack this member's direct probe
+// within ProbeTimeout. That is this member's own observation; the indirect
+// probes memberlist sends next are other members' (their nacks stay inside
+// memberlist), and the sidecar asks for those itself: the members a vote
+// sets checking. Acting at the direct probe's timeout, not at the end of
+// the probe interval, takes ProbeInterval-ProbeTimeout off every
+// detection.
 func suspectedMember(msg string) (string, bool) {
-	rest, ok := strings.CutPrefix(msg, "Suspect ")
+	rest, ok := strings.CutPrefix(msg, "Failed UDP ping: ")
 	if !ok {
 		return "", false
 	}
-	name, ok := strings.CutSuffix(rest, " has failed, no acks received")
+	name, ok := strings.CutSuffix(rest, " (timeout reached)")
 	return name, ok && name != ""
 }
