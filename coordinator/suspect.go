@@ -67,6 +67,18 @@ func (v Verdict) String() string {
 // overwrites the vote) while the suspicion lasts and etcd fails; Withdraw
 // the vote when id answers again.
 func (m *Member) Suspect(ctx context.Context, id string) (Verdict, error) {
+	return m.suspect(ctx, id, false)
+}
+
+// SuspectGone is Suspect for a member whose process is gone for certain
+// (its port refused a connection): a quorum that holds such a vote is
+// evicted without the refute window, since nothing is left to refute. It
+// still takes a second voter.
+func (m *Member) SuspectGone(ctx context.Context, id string) (Verdict, error) {
+	return m.suspect(ctx, id, true)
+}
+
+func (m *Member) suspect(ctx context.Context, id string, gone bool) (Verdict, error) {
 	if id == m.id {
 		return Gone, errors.New("suspect: a member does not vote against itself")
 	}
@@ -80,7 +92,7 @@ func (m *Member) Suspect(ctx context.Context, id string) (Verdict, error) {
 		return Gone, nil
 	}
 	lease := resp.Kvs[0].Lease
-	b, err := json.Marshal(record.Vote{Lease: lease})
+	b, err := json.Marshal(record.Vote{Lease: lease, Gone: gone})
 	if err != nil {
 		return Voted, fmt.Errorf("suspect %s: %w", id, err)
 	}
@@ -107,6 +119,7 @@ func (m *Member) Suspect(ctx context.Context, id string) (Verdict, error) {
 		}
 		if v.Lease == lease && voter != id {
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision))
+			gone = gone || v.Gone
 		}
 	}
 	if len(cmps)-1 < Quorum {
@@ -114,11 +127,14 @@ func (m *Member) Suspect(ctx context.Context, id string) (Verdict, error) {
 	}
 	// The quorum stands: the suspect still gets RefuteWindow to delete the
 	// votes (a live member does within its etcd round trip), so two
-	// observers that voted at the same moment cannot outrun its answer.
-	select {
-	case <-ctx.Done():
-		return Voted, ctx.Err()
-	case <-time.After(m.job.cfg.RefuteWindow):
+	// observers that voted at the same moment cannot outrun its answer;
+	// unless a voter found its process gone.
+	if !gone {
+		select {
+		case <-ctx.Done():
+			return Voted, ctx.Err()
+		case <-time.After(m.job.cfg.RefuteWindow):
+		}
 	}
 	eresp, err := client.Txn(ctx).If(cmps...).Then(
 		clientv3.OpDelete(votesPrefix, clientv3.WithPrefix()),

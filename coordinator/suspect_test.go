@@ -218,3 +218,24 @@ func TestSimultaneousVotesAgainstALiveMemberDoNotEvictIt(t *testing.T) {
 		t.Fatalf("c's registration changed from lease %x rev %d to %x rev %d", lease, created, l, cr)
 	}
 }
+
+// A vote that found the process gone skips the refute window, not the
+// second voter.
+func TestAGoneVoteStillNeedsASecondVoter(t *testing.T) {
+	j, client := testJob(t, func(c *Config) { c.TTL, c.RefuteWindow = 60*time.Second, time.Hour })
+	a, b, c := join(t, j, "a"), join(t, j, "b"), join(t, j, "c")
+	await(t, a, "all three", hasIDs("a", "b", "c"))
+	c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if v, err := a.SuspectGone(ctx, "c"); err != nil || v != Voted {
+		t.Fatalf("a lone gone vote: %s, %v; want voted", v, err)
+	}
+	if lease, _ := leaseOf(t, client, j, "c"); lease == 0 {
+		t.Fatal("a lone gone vote evicted c")
+	}
+	// With the window an hour long, only the gone vote lets this return.
+	if v, err := b.Suspect(ctx, "c"); err != nil || v != Evicted {
+		t.Fatalf("the second vote: %s, %v; want evicted", v, err)
+	}
+}

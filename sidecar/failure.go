@@ -74,7 +74,12 @@ func (a *Agent) joined() bool {
 // suspect starts this sidecar's vote against name unless one stands. The
 // vote is retried while etcd fails, so a death during an etcd outage is
 // acted on when etcd returns.
-func (a *Agent) suspect(name, why string) {
+func (a *Agent) suspect(name, why string) { a.startVote(name, why, false) }
+
+// suspectGone votes against name, whose process is gone for certain.
+func (a *Agent) suspectGone(name, why string) { a.startVote(name, why, true) }
+
+func (a *Agent) startVote(name, why string, gone bool) {
 	if name == a.cfg.MemberID || !a.joined() {
 		return
 	}
@@ -92,7 +97,7 @@ func (a *Agent) suspect(name, why string) {
 	go func() {
 		defer a.wg.Done()
 		defer close(s.done)
-		verdict := a.vote(ctx, name)
+		verdict := a.vote(ctx, name, gone)
 		if verdict == coordinator.Evicted {
 			a.announceDead(name)
 		}
@@ -124,11 +129,15 @@ func (a *Agent) casting(name string) bool {
 
 // vote casts the vote, retrying with backoff until it is stored or ctx
 // ends.
-func (a *Agent) vote(ctx context.Context, name string) coordinator.Verdict {
+func (a *Agent) vote(ctx context.Context, name string, gone bool) coordinator.Verdict {
+	cast := a.member.Suspect
+	if gone {
+		cast = a.member.SuspectGone
+	}
 	bo := newRetryBackoff()
 	for {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		v, err := a.member.Suspect(actx, name)
+		v, err := cast(actx, name)
 		cancel()
 		if err == nil {
 			a.metrics.votes.WithLabelValues(v.String()).Inc()
@@ -405,7 +414,7 @@ func (a *Agent) reportSuspect(f api.FailureReport) {
 				conn.Close()
 				a.log.Info("trainer reported a failed collective, but the peer answers", "peer", f.Peer, "error", f.Error)
 			case errors.Is(err, syscall.ECONNREFUSED):
-				a.suspect(f.Peer, "the trainer's collective with it failed and its gossip port refuses connections")
+				a.suspectGone(f.Peer, "the trainer's collective with it failed and its gossip port refuses connections")
 			default:
 				a.check(f.Peer, "the trainer's collective with it failed and its gossip port does not answer")
 			}

@@ -15,6 +15,9 @@ import (
 type Vote struct {
 	// Lease is the etcd lease of the target's registration the voter saw.
 	Lease int64 `json:"lease"`
+	// Gone: the target's gossip port refused the voter's connection, so
+	// its process is gone: nothing is left to refute the vote.
+	Gone bool `json:"gone,omitempty"`
 }
 
 // VoteKey returns the key, relative to the job's Prefix, of voter's vote
