@@ -52,11 +52,9 @@ func NewJob(client *clientv3.Client, cfg Config) (*Job, error) {
 		subs:   make(map[chan *record.Generation]struct{}),
 		cancel: cancel,
 	}
-	j.wg.Add(1)
-	go func() {
-		defer j.wg.Done()
+	j.wg.Go(func() {
 		j.watchGenerations(ctx)
-	}()
+	})
 	return j, nil
 }
 
@@ -220,9 +218,7 @@ func newBackoff() backoff.BackOff {
 func (j *Job) Watch(ctx context.Context) <-chan *record.Generation {
 	in := j.subscribe()
 	out := make(chan *record.Generation)
-	j.wg.Add(1)
-	go func() {
-		defer j.wg.Done()
+	j.wg.Go(func() {
 		defer close(out)
 		defer j.unsubscribe(in)
 		for {
@@ -237,6 +233,6 @@ func (j *Job) Watch(ctx context.Context) <-chan *record.Generation {
 				}
 			}
 		}
-	}()
+	})
 	return out
 }

@@ -177,7 +177,7 @@ func (m *Member) Leave(ctx context.Context) error {
 		if _, in := g.Member(m.id); in {
 			// The record tells the leader this departure is meant
 			// (expiry.go); the generation without us deletes it.
-			if _, err := m.job.client.Put(ctx, m.job.cfg.Prefix()+record.EvictedDir+m.id, fmt.Sprintf("%x", int64(lease))); err != nil {
+			if _, err := m.job.client.Put(ctx, m.job.cfg.Prefix()+record.EvictedDir+m.id, leaseHex(lease)); err != nil {
 				return fmt.Errorf("leave %s: %w", m.id, err)
 			}
 		}

@@ -138,7 +138,7 @@ func (m *Member) suspect(ctx context.Context, id string, gone bool) (Verdict, er
 	}
 	eresp, err := client.Txn(ctx).If(cmps...).Then(
 		clientv3.OpDelete(votesPrefix, clientv3.WithPrefix()),
-		clientv3.OpPut(prefix+record.EvictedDir+id, fmt.Sprintf("%x", lease)),
+		clientv3.OpPut(prefix+record.EvictedDir+id, leaseHex(clientv3.LeaseID(lease))),
 	).Commit()
 	if err != nil {
 		return Voted, fmt.Errorf("suspect %s: evict: %w", id, err)
@@ -160,7 +160,7 @@ func (m *Member) suspect(ctx context.Context, id string, gone bool) (Verdict, er
 	if err != nil {
 		return Evicted, fmt.Errorf("suspect %s: revoke lease %x: %w", id, lease, err)
 	}
-	m.log.Info("evicted a member confirmed unresponsive", "evicted", id, "lease", fmt.Sprintf("%x", lease), "votes", len(cmps)-1)
+	m.log.Info("evicted a member confirmed unresponsive", "evicted", id, "lease", leaseHex(clientv3.LeaseID(lease)), "votes", len(cmps)-1)
 	return Evicted, nil
 }
 

@@ -62,7 +62,6 @@ type Agent struct {
 
 	runCtx     context.Context       // lives until the agent stops; set before the API and gossip start
 	suspicions map[string]*suspicion // our standing votes, by suspect
-	checking   map[string]bool       // suspects being checked now
 	checkedAt  map[string]time.Time  // when each member was last checked
 	announced  map[string]bool       // deaths announced ahead of their generation
 
@@ -95,7 +94,6 @@ func New(cfg Config, logger *slog.Logger) (*Agent, error) {
 		deadAt:     make(map[string]time.Time),
 		gossipped:  make(map[string]bool),
 		suspicions: make(map[string]*suspicion),
-		checking:   make(map[string]bool),
 		checkedAt:  make(map[string]time.Time),
 		announced:  make(map[string]bool),
 		presence:   newPresence(cfg.TrainerTimeout),
@@ -216,23 +214,10 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 		return err
 	}
 	a.seedGossip(ctx)
-	a.wg.Add(4)
-	go func() {
-		defer a.wg.Done()
-		a.checkVotes(runCtx)
-	}()
-	go func() {
-		defer a.wg.Done()
-		a.reconcileGossip(runCtx)
-	}()
-	go func() {
-		defer a.wg.Done()
-		a.flushHeartbeats(runCtx)
-	}()
-	go func() {
-		defer a.wg.Done()
-		a.followTrainer(runCtx)
-	}()
+	a.wg.Go(func() { a.checkVotes(runCtx) })
+	a.wg.Go(func() { a.reconcileGossip(runCtx) })
+	a.wg.Go(func() { a.flushHeartbeats(runCtx) })
+	a.wg.Go(func() { a.followTrainer(runCtx) })
 	if cfg.NodeWatch && cfg.Node != "" {
 		a.watchNode(runCtx)
 	}
@@ -287,22 +272,18 @@ func (a *Agent) serveAPI() error {
 	}
 	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 10 * time.Second}
 	for _, l := range listeners {
-		a.wg.Add(1)
-		go func() {
-			defer a.wg.Done()
+		a.wg.Go(func() {
 			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				a.log.Error("API server stopped", "err", err)
 			}
-		}()
+		})
 	}
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
+	a.wg.Go(func() {
 		<-a.stopping
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		srv.Shutdown(ctx) //nolint:errcheck // best effort on the way out
-	}()
+	})
 	return nil
 }
 
@@ -476,16 +457,14 @@ func (a *Agent) watchNode(ctx context.Context) {
 	pcfg := preempt.DefaultConfig(a.cfg.Node)
 	pcfg.Taints = a.cfg.DrainTaints
 	pcfg.Logger = a.log
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
+	a.wg.Go(func() {
 		err := preempt.Watch(ctx, client, pcfg, func(taint string) {
 			a.requestDrain("node " + a.cfg.Node + " tainted " + taint)
 		})
 		if err != nil && ctx.Err() == nil {
 			a.log.Warn("node taint watch stopped", "err", err)
 		}
-	}()
+	})
 }
 
 func (a *Agent) gossipMembers() float64 {

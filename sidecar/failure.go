@@ -93,9 +93,7 @@ func (a *Agent) startVote(name, why string, gone bool) {
 	a.suspicions[name] = s
 	a.mu.Unlock()
 	a.log.Info("voting against an unresponsive member", "suspect", name, "why", why)
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
+	a.wg.Go(func() {
 		defer close(s.done)
 		verdict := a.vote(ctx, name, gone)
 		if verdict == coordinator.Evicted {
@@ -108,7 +106,7 @@ func (a *Agent) startVote(name, why string, gone bool) {
 			}
 			a.mu.Unlock()
 		}
-	}()
+	})
 }
 
 // casting reports whether our vote against name is being cast. One that
@@ -190,21 +188,18 @@ func (a *Agent) check(name, why string) {
 	}
 	a.mu.Lock()
 	now := time.Now()
-	skip := a.casting(name) || a.checking[name] || a.announced[name] || now.Sub(a.checkedAt[name]) < checkEvery
+	// A check lasts one probe timeout, well under checkEvery: one started
+	// since then is still running or has just voted.
+	skip := a.casting(name) || a.announced[name] || now.Sub(a.checkedAt[name]) < checkEvery
 	if !skip {
-		a.checking[name], a.checkedAt[name] = true, now
+		a.checkedAt[name] = now
 	}
 	a.mu.Unlock()
 	if skip {
 		return
 	}
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
+	a.wg.Go(func() {
 		answered, err := a.gossip.Check(a.runCtx, name)
-		a.mu.Lock()
-		delete(a.checking, name)
-		a.mu.Unlock()
 		switch {
 		case err != nil:
 			a.log.Debug("could not check a suspect", "suspect", name, "err", err)
@@ -219,7 +214,7 @@ func (a *Agent) check(name, why string) {
 				a.log.Info("rejoined a member gossip had declared dead: it answers", "member", name)
 			}
 		}
-	}()
+	})
 }
 
 // reconcileEvery is how often the members of the generation are compared
@@ -394,9 +389,7 @@ func (a *Agent) reportSuspect(f api.FailureReport) {
 	if !a.joined() {
 		return
 	}
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
+	a.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(a.runCtx, 2*time.Second)
 		defer cancel()
 		members, err := a.job.Members(ctx)
@@ -419,7 +412,7 @@ func (a *Agent) reportSuspect(f api.FailureReport) {
 				a.check(f.Peer, "the trainer's collective with it failed and its gossip port does not answer")
 			}
 		}
-	}()
+	})
 }
 
 // seedGossip joins the gossip addresses of members not joined yet.
