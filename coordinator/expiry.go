@@ -91,9 +91,11 @@ func (m *Member) holdIfTimedOut(ctx context.Context, st *leaderState, id string,
 		return
 	}
 	resp, err := m.job.client.Get(ctx, m.job.cfg.Prefix()+record.EvictedDir+id, clientv3.WithCountOnly())
-	if err != nil || resp.Count > 0 {
-		return // evicted, or we cannot tell: act on the departure
+	if err == nil && resp.Count > 0 {
+		return // evicted or left: act on the departure
 	}
+	// A key gone without a record, or we cannot tell (the hold ends with
+	// the grace either way).
 	st.hold(id, info, now.Add(grace))
 	m.log.Info("a member's key timed out: holding its place while it registers again", "held", id, "for", grace)
 }

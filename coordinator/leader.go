@@ -240,6 +240,11 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 			}
 			continue
 		}
+		if ctx.Err() != nil {
+			// The term is ending: what arrived meanwhile is the next
+			// leader's to commit.
+			return c.committed, ctx.Err()
+		}
 		if err := c.evaluate(ctx, time.Now()); err != nil {
 			return c.committed, err
 		}
