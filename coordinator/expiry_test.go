@@ -114,15 +114,17 @@ func TestALeaderThatKeptItsLeaseDoesNotBlockTheElection(t *testing.T) {
 	if g.Leader != "a" {
 		t.Fatalf("generation committed by %q, want a", g.Leader)
 	}
-	// a's lease goes (a frozen etcd expired it): b, the other campaigner,
-	// takes over; a registers again, held, so the generation still names a.
+	// a's lease goes (a frozen etcd expired it): b takes over. a's client
+	// notices only at its next keep-alive (a third of the TTL away), so b
+	// is elected before a campaigns again; then a registers again, held,
+	// so the generation still names a.
 	if _, err := client.Revoke(context.Background(), a.Lease()); err != nil {
 		t.Fatal(err)
 	}
-	orphan(a) // a's client notices at once, not at its next keep-alive
 	if leaderOf(t, b) != b {
 		t.Fatal("b did not take over")
 	}
+	orphan(a) // now, not at its next keep-alive
 	awaitKey(t, client, j.cfg.Prefix()+record.MembersDir+"a")
 	// b's client gives up on its lease while etcd still has it (an outage
 	// shorter than etcd's own expiry): b re-attaches to the same lease.
