@@ -12,6 +12,7 @@ import (
 	"github.com/ringside/ringside/coordinator"
 	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/sidecar/api"
+	"github.com/ringside/ringside/sidecar/gossip"
 	"github.com/ringside/ringside/sidecar/sockreset"
 )
 
@@ -126,14 +127,17 @@ func (a *Agent) casting(name string) bool {
 }
 
 // vote casts the vote, retrying with backoff until it is stored or ctx
-// ends.
+// ends. A suspect whose gossip port refuses a connection is gone for
+// certain, and so voted against as such: its eviction need not wait out
+// the refute window.
 func (a *Agent) vote(ctx context.Context, name string, gone bool) coordinator.Verdict {
-	cast := a.member.Suspect
-	if gone {
-		cast = a.member.SuspectGone
-	}
+	gone = gone || a.gossip.Gone(ctx, name)
 	bo := newRetryBackoff()
 	for {
+		cast := a.member.Suspect
+		if gone {
+			cast = a.member.SuspectGone
+		}
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		v, err := cast(actx, name)
 		cancel()
@@ -153,10 +157,12 @@ func (a *Agent) vote(ctx context.Context, name string, gone bool) coordinator.Ve
 		}
 		// The vote must be news when it lands: one that waited out an etcd
 		// outage may be about a partition that healed meanwhile.
-		if answered, err := a.gossip.Check(ctx, name); err == nil && answered {
+		st, err := a.gossip.Check(ctx, name)
+		if err == nil && st == gossip.Answered {
 			a.log.Info("suspect answers again; vote dropped before it was stored", "suspect", name)
 			return coordinator.Gone
 		}
+		gone = gone || st == gossip.Gone
 	}
 }
 
@@ -181,7 +187,8 @@ func (a *Agent) withdraw(name string) {
 	a.log.Info("suspect answers again; vote withdrawn", "suspect", name)
 }
 
-// check pings name once and votes against it if it does not answer.
+// check pings name once and votes against it if it does not answer, as
+// against a process gone for certain if its port refuses a connection.
 func (a *Agent) check(name, why string) {
 	if name == a.cfg.MemberID || !a.joined() {
 		return
@@ -199,11 +206,13 @@ func (a *Agent) check(name, why string) {
 		return
 	}
 	a.wg.Go(func() {
-		answered, err := a.gossip.Check(a.runCtx, name)
+		st, err := a.gossip.Check(a.runCtx, name)
 		switch {
 		case err != nil:
 			a.log.Debug("could not check a suspect", "suspect", name, "err", err)
-		case !answered:
+		case st == gossip.Gone:
+			a.suspectGone(name, why+"; its port refused a connection")
+		case st == gossip.Silent:
 			a.suspect(name, why+"; it did not answer a check either")
 		case !a.gossip.Alive(name):
 			// Declared dead while it lives (a partition that healed):

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	sockaddr "github.com/hashicorp/go-sockaddr"
@@ -34,6 +35,7 @@ type Gossip struct {
 	ml     *memberlist.Memberlist
 	dlg    *delegate
 	events *dispatcher
+	tr     *transport
 
 	// life makes memberlist's Leave and Shutdown exclusive: a Leave after
 	// Shutdown panics.
@@ -87,7 +89,7 @@ func Start(ctx context.Context, cfg Config, events Events) (*Gossip, error) {
 		disp.close()
 		return nil, fmt.Errorf("gossip: start %s on %s:%d: %w", cfg.Name, cfg.BindAddr, cfg.BindPort, err)
 	}
-	return &Gossip{cfg: cfg, log: logger, ml: ml, dlg: dlg, events: disp}, nil
+	return &Gossip{cfg: cfg, log: logger, ml: ml, dlg: dlg, events: disp, tr: tr}, nil
 }
 
 // advertiseIP is the address other members reach this one at: the
@@ -216,31 +218,109 @@ func (g *Gossip) Rejoin(ctx context.Context, name string) error {
 	return err
 }
 
+// Status is what a Check found.
+type Status int
+
+const (
+	// Silent: no answer within ProbeTimeout. The member may be dead, or
+	// stopped, or cut off from us.
+	Silent Status = iota
+	// Answered: it acked the ping.
+	Answered
+	// Gone: its gossip port refused a TCP connection, so no process
+	// listens there: it is dead for certain (a stopped process's port
+	// still accepts; the kernel answers for it).
+	Gone
+)
+
+func (s Status) String() string {
+	switch s {
+	case Silent:
+		return "silent"
+	case Answered:
+		return "answered"
+	case Gone:
+		return "gone"
+	}
+	return fmt.Sprintf("status(%d)", int(s))
+}
+
 // Check pings member name once, at the address it was last seen alive,
-// and reports whether it answered within ProbeTimeout. It is a second
-// opinion on another member's suspicion, independent of the probe
-// schedule; a member never seen yet is an error.
-func (g *Gossip) Check(ctx context.Context, name string) (bool, error) {
+// and meanwhile dials its gossip port: it returns Gone as soon as the
+// dial is refused, else whether the ping was answered within
+// ProbeTimeout. It is a second opinion on another member's suspicion,
+// independent of the probe schedule; a member never seen yet is an error.
+func (g *Gossip) Check(ctx context.Context, name string) (Status, error) {
 	p, ok := g.dlg.lastSeen(name)
 	if !ok {
-		return false, fmt.Errorf("gossip: check %s: never seen", name)
+		return Silent, fmt.Errorf("gossip: check %s: never seen", name)
 	}
 	if !g.track() {
-		return false, ErrClosed
+		return Silent, ErrClosed
 	}
-	defer g.wg.Done()
-	if ctx.Err() != nil {
-		return false, ctx.Err()
+	type result struct {
+		st  Status
+		err error
 	}
-	_, err := g.ml.Ping(name, &net.UDPAddr{IP: p.addr, Port: int(p.port)})
-	var none memberlist.NoPingResponseError
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.As(err, &none):
-		return false, nil
+	ping := make(chan result, 1)
+	go func() {
+		defer g.wg.Done()
+		_, err := g.ml.Ping(name, &net.UDPAddr{IP: p.addr, Port: int(p.port)})
+		var none memberlist.NoPingResponseError
+		switch {
+		case err == nil:
+			ping <- result{Answered, nil}
+		case errors.As(err, &none):
+			ping <- result{Silent, nil}
+		default:
+			ping <- result{Silent, fmt.Errorf("gossip: check %s: %w", name, err)}
+		}
+	}()
+	dctx, cancel := context.WithTimeout(ctx, g.cfg.ProbeTimeout)
+	defer cancel()
+	refused := make(chan bool, 1)
+	go func() { refused <- g.refused(dctx, p) }()
+	for {
+		select {
+		case r := <-ping:
+			return r.st, r.err
+		case gone := <-refused:
+			if gone {
+				return Gone, nil
+			}
+			refused = nil // the ping decides
+		case <-ctx.Done():
+			return Silent, ctx.Err()
+		}
 	}
-	return false, fmt.Errorf("gossip: check %s: %w", name, err)
+}
+
+// Gone reports whether name's gossip port refuses a TCP connection
+// within ProbeTimeout/4 (a refusal takes one round trip): the quick test a
+// vote makes before it is cast, so a dead process's eviction need not
+// wait out the refute window.
+func (g *Gossip) Gone(ctx context.Context, name string) bool {
+	p, ok := g.dlg.lastSeen(name)
+	if !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.ProbeTimeout/4)
+	defer cancel()
+	return g.refused(ctx, p)
+}
+
+// refused dials p's gossip port from the address this member advertises
+// and reports whether the connection was refused. A connection that is
+// accepted is closed before it carries a byte, which memberlist takes
+// quietly.
+func (g *Gossip) refused(ctx context.Context, p peer) bool {
+	d := g.tr.dialer()
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(p.addr.String(), fmt.Sprint(p.port)))
+	if err != nil {
+		return errors.Is(err, syscall.ECONNREFUSED)
+	}
+	conn.Close()
+	return false
 }
 
 // LocalAddr returns the host:port the other members reach this one at: the

@@ -279,3 +279,25 @@ func TestSuspicionTimeoutFollowsMemberlistFormula(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckTellsALiveMemberFromAGoneOne(t *testing.T) {
+	members := startCluster(t, 3, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), awaitTimeout)
+	defer cancel()
+	checker, live, victim := members[0], members[1], members[2]
+	if st, err := checker.g.Check(ctx, live.name); err != nil || st != Answered {
+		t.Errorf("check of a live member: %v, %v; want answered", st, err)
+	}
+	if checker.g.Gone(ctx, live.name) {
+		t.Error("a live member's port refused a connection")
+	}
+	if err := victim.g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := checker.g.Check(ctx, victim.name); err != nil || st != Gone {
+		t.Errorf("check of a closed member: %v, %v; want gone", st, err)
+	}
+	if !checker.g.Gone(ctx, victim.name) {
+		t.Error("a closed member's port did not refuse a connection")
+	}
+}

@@ -120,11 +120,18 @@ func (t *transport) PacketCh() <-chan *memberlist.Packet { return t.packetCh }
 // address when there is one, so a stream comes from the address this
 // member advertises, as its packets do.
 func (t *transport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
-	d := net.Dialer{Timeout: timeout}
+	d := t.dialer()
+	d.Timeout = timeout
+	return d.Dial("tcp", addr)
+}
+
+// dialer dials TCP from the bound address, if any.
+func (t *transport) dialer() net.Dialer {
+	var d net.Dialer
 	if t.local != nil {
 		d.LocalAddr = &net.TCPAddr{IP: t.local}
 	}
-	return d.Dial("tcp", addr)
+	return d
 }
 
 // StreamCh is memberlist's.
