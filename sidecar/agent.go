@@ -344,6 +344,7 @@ func (a *Agent) setGeneration(g *record.Generation) {
 	}
 	a.metrics.leader.Set(leader)
 	a.announceLeft(prev, g)
+	a.watchNeighbours(g)
 	r := api.NewRendezvous(g, a.cfg.MemberID, a.nccl)
 	a.events.publish(api.Event{Type: api.EventGeneration, Time: now, Generation: r})
 	a.log.Info("generation", "generation", g.Number, "world_size", g.WorldSize, "state", r.State,

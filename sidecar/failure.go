@@ -57,6 +57,10 @@ func (s suspects) MemberSuspect(name string, _ net.IP) { s.a.suspect(name, "goss
 // MemberAnswered: name answers again; our vote, if any, goes.
 func (s suspects) MemberAnswered(name string) { s.a.withdraw(name) }
 
+// MemberClosed: name's watch connection closed; its process may have
+// exited.
+func (s suspects) MemberClosed(name string) { s.a.check(name, "its watch connection closed") }
+
 // MemberJoined: name is back in gossip (it refuted being declared dead, or
 // rejoined); our vote, if any, goes.
 func (s suspects) MemberJoined(name string, _ net.IP) { s.a.withdraw(name) }
@@ -226,6 +230,29 @@ func (a *Agent) check(name, why string) {
 	})
 }
 
+// watchNeighbours has gossip watch the Quorum members before this one in
+// g's ring (see gossip.Watch). Each member is then watched by the Quorum
+// members after it, its first checkers: when its process exits, their
+// watches close together, their checks find its port refusing, and their
+// votes evict it at once.
+func (a *Agent) watchNeighbours(g *record.Generation) {
+	if g == nil {
+		return
+	}
+	n, i := len(g.Members), -1
+	for j, m := range g.Members {
+		if m.ID == a.cfg.MemberID {
+			i = j
+			break
+		}
+	}
+	var names []string
+	for k := 1; i >= 0 && k <= coordinator.Quorum && k < n; k++ {
+		names = append(names, g.Members[(i-k+n)%n].ID)
+	}
+	a.gossip.Watch(names)
+}
+
 // reconcileEvery is how often the members of the generation are compared
 // with the gossip view.
 const reconcileEvery = 2 * time.Second
@@ -248,6 +275,7 @@ func (a *Agent) reconcileGossip(ctx context.Context) {
 		if g == nil {
 			continue
 		}
+		a.watchNeighbours(g) // again: a watch that closed, a member gossip had not seen
 		for _, m := range g.Members {
 			if m.ID != a.cfg.MemberID && !a.gossip.Alive(m.ID) {
 				a.check(m.ID, "in the generation but gone from gossip")

@@ -15,8 +15,8 @@ const awaitTimeout = 20 * time.Second
 
 // recorder is an Events that forwards every event to a channel.
 type recorder struct {
-	dead, left, joined chan string
-	addrs              chan net.IP
+	dead, left, joined, closed chan string
+	addrs                      chan net.IP
 }
 
 func newRecorder() *recorder {
@@ -24,6 +24,7 @@ func newRecorder() *recorder {
 		dead:   make(chan string, 256),
 		left:   make(chan string, 256),
 		joined: make(chan string, 256),
+		closed: make(chan string, 256),
 		addrs:  make(chan net.IP, 256),
 	}
 }
@@ -34,10 +35,12 @@ func (r *recorder) MemberDead(name string, addr net.IP) {
 }
 func (r *recorder) MemberLeft(name string, _ net.IP)   { r.left <- name }
 func (r *recorder) MemberJoined(name string, _ net.IP) { r.joined <- name }
+func (r *recorder) MemberClosed(name string)           { r.closed <- name }
 
 var (
 	_ LeaveEvents = (*recorder)(nil)
 	_ JoinEvents  = (*recorder)(nil)
+	_ CloseEvents = (*recorder)(nil)
 )
 
 type member struct {

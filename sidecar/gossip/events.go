@@ -40,6 +40,14 @@ type SuspectEvents interface {
 	MemberAnswered(name string)
 }
 
+// CloseEvents is implemented by Events that also want to hear that a
+// member this one watches (see Gossip.Watch) closed its watch connection,
+// or refused one: its process most likely exited. It is a prompt to check
+// the member, not a verdict.
+type CloseEvents interface {
+	MemberClosed(name string)
+}
+
 // EventsFunc adapts a function to Events.
 type EventsFunc func(name string, addr net.IP)
 
@@ -56,6 +64,7 @@ const (
 	memberJoined
 	memberSuspect
 	memberAnswered
+	memberClosed
 )
 
 type event struct {
@@ -146,6 +155,10 @@ func (d *dispatcher) deliver(e event) {
 	case memberAnswered:
 		if s, ok := d.events.(SuspectEvents); ok {
 			s.MemberAnswered(e.name)
+		}
+	case memberClosed:
+		if c, ok := d.events.(CloseEvents); ok {
+			c.MemberClosed(e.name)
 		}
 	}
 }

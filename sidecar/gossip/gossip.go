@@ -37,6 +37,9 @@ type Gossip struct {
 	events *dispatcher
 	tr     *transport
 
+	wmu      sync.Mutex // guards watching
+	watching map[string]*watch
+
 	// life makes memberlist's Leave and Shutdown exclusive: a Leave after
 	// Shutdown panics.
 	life   sync.Mutex
@@ -89,7 +92,7 @@ func Start(ctx context.Context, cfg Config, events Events) (*Gossip, error) {
 		disp.close()
 		return nil, fmt.Errorf("gossip: start %s on %s:%d: %w", cfg.Name, cfg.BindAddr, cfg.BindPort, err)
 	}
-	return &Gossip{cfg: cfg, log: logger, ml: ml, dlg: dlg, events: disp, tr: tr}, nil
+	return &Gossip{cfg: cfg, log: logger, ml: ml, dlg: dlg, events: disp, tr: tr, watching: map[string]*watch{}}, nil
 }
 
 // advertiseIP is the address other members reach this one at: the
@@ -422,6 +425,7 @@ func (g *Gossip) Close() error {
 	g.closed = true
 	err := g.ml.Shutdown()
 	g.life.Unlock()
+	g.stopWatches()
 	g.wg.Wait()
 	g.events.close()
 	if err != nil {

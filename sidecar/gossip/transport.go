@@ -1,8 +1,10 @@
 package gossip
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -28,7 +30,11 @@ type transport struct {
 	packetCh chan *memberlist.Packet
 	streamCh chan net.Conn
 	closed   atomic.Bool
-	wg       sync.WaitGroup
+	done     chan struct{} // closed by Shutdown
+
+	hmu  sync.Mutex // guards held
+	held map[net.Conn]bool
+	wg   sync.WaitGroup
 }
 
 var _ memberlist.Transport = (*transport)(nil)
@@ -71,6 +77,8 @@ func listen(addr string, port int, log *slog.Logger) (*transport, error) {
 		udp:      udp,
 		packetCh: make(chan *memberlist.Packet),
 		streamCh: make(chan net.Conn),
+		done:     make(chan struct{}),
+		held:     map[net.Conn]bool{},
 	}
 	if !ip.IsUnspecified() {
 		t.local = ip
@@ -140,9 +148,17 @@ func (t *transport) StreamCh() <-chan net.Conn { return t.streamCh }
 // Shutdown is memberlist's: it closes the listeners and waits for the
 // readers. memberlist stops reading the channels first.
 func (t *transport) Shutdown() error {
-	t.closed.Store(true)
+	if t.closed.Swap(true) {
+		return nil
+	}
+	close(t.done)
 	t.tcp.Close()
 	t.udp.Close()
+	t.hmu.Lock()
+	for conn := range t.held {
+		conn.Close()
+	}
+	t.hmu.Unlock()
 	t.wg.Wait()
 	return nil
 }
@@ -163,9 +179,64 @@ func (t *transport) acceptStreams() {
 			continue
 		}
 		delay = 0
-		t.streamCh <- conn
+		t.wg.Go(func() { t.handOver(conn) })
 	}
 }
+
+// firstByteWait bounds how long an accepted stream may stay silent:
+// memberlist's dialers and watchers write at once.
+const firstByteWait = 5 * time.Second
+
+// handOver reads conn's first byte: a watch (see watch.go) is held open
+// until its watcher closes it; any other stream goes to memberlist, the
+// byte put back. A stream closed before its first byte (another member's
+// Check) is dropped.
+func (t *transport) handOver(conn *net.TCPConn) {
+	r := bufio.NewReaderSize(conn, 16)
+	conn.SetReadDeadline(time.Now().Add(firstByteWait))
+	first, err := r.Peek(1)
+	if err != nil {
+		conn.Close()
+		return
+	}
+	conn.SetReadDeadline(time.Time{})
+	if first[0] == watchByte {
+		t.hold(conn)
+		return
+	}
+	select {
+	case t.streamCh <- &peekedConn{TCPConn: conn, r: r}:
+	case <-t.done: // memberlist reads no more
+		conn.Close()
+	}
+}
+
+// hold keeps a watch open until its watcher closes it or Shutdown does;
+// when maxWatched are held, the new one is refused (closed), which its
+// watcher takes for a reason to check this member, and finds it alive.
+func (t *transport) hold(conn *net.TCPConn) {
+	t.hmu.Lock()
+	if len(t.held) >= maxWatched || t.closed.Load() {
+		t.hmu.Unlock()
+		conn.Close()
+		return
+	}
+	t.held[conn] = true
+	t.hmu.Unlock()
+	io.Copy(io.Discard, conn) //nolint:errcheck // any end of the stream ends the watch
+	t.hmu.Lock()
+	delete(t.held, conn)
+	t.hmu.Unlock()
+	conn.Close()
+}
+
+// peekedConn is a stream whose first bytes were read into r.
+type peekedConn struct {
+	*net.TCPConn
+	r *bufio.Reader
+}
+
+func (c *peekedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 
 func (t *transport) readPackets() {
 	defer t.wg.Done()
