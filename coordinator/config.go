@@ -89,9 +89,13 @@ func DefaultConfig(namespace, job string) Config {
 		// 5 s: a client notices its lease is gone within the TTL and its
 		// registration retries reach etcd within about 2 s of its return.
 		ExpiryGrace: 5 * time.Second,
-		// 50 ms: fifty times an etcd round trip on a pod network, and a
-		// small part of the detection budget (~0.4 s).
-		RefuteWindow: 50 * time.Millisecond,
+		// 150 ms: a hundred times an etcd round trip on a pod network,
+		// and more than the 110 ms a live member of a chaos run took to
+		// refute on two cores shared by 20 busy processes (at 50 ms it was
+		// evicted). Only silent failures (a stopped process, a lost node,
+		// a partition) wait it out: a vote that found the process gone
+		// (its port refused a connection) skips it.
+		RefuteWindow: 150 * time.Millisecond,
 		// 500 ms: pods of a scale-up start within a few hundred ms of each
 		// other; one generation for all of them beats one per pod.
 		Settle:    500 * time.Millisecond,
