@@ -115,11 +115,13 @@ type Config struct {
 	suspectHook func(name string)
 }
 
-// The sidecar acts on this member's own probes, not on gossip's verdict: a
-// direct probe unanswered for ProbeTimeout is its vote against the member,
-// and other members' checks confirm it (see the sidecar package), which
-// takes about 0.35 s at 8 members. Gossip's own verdict, which the rest of
-// this comment is about, still decides whom memberlist keeps probing.
+// The sidecar acts on this member's own probes and watches, not on
+// gossip's verdict: a process that exits closes its watches (see Watch)
+// and is voted gone within a round trip; a direct probe unanswered for
+// ProbeTimeout is a vote against a silent member, which other members'
+// checks confirm (see the sidecar package). Gossip's own verdict, which the
+// rest of this comment is about, still decides whom memberlist keeps
+// probing.
 //
 // DefaultConfig returns the settings for one sidecar named name on a pod
 // network, tuned so that a silently dead member (kill -9, SIGSTOP, a lost
