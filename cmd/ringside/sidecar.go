@@ -72,10 +72,7 @@ RINGSIDE_ETCD_ENDPOINTS, and so on.`,
 	j := &cfg.Job
 	f.StringVar(&j.Job, "job", j.Job, "job name (required)")
 	f.StringVar(&j.Namespace, "namespace", j.Namespace, "job namespace")
-	f.StringSliceVar(&cfg.EtcdEndpoints, "etcd-endpoints", cfg.EtcdEndpoints, "etcd client URLs")
-	f.StringVar(&cfg.EtcdCert, "etcd-cert", "", "client certificate for etcd")
-	f.StringVar(&cfg.EtcdKey, "etcd-key", "", "client key for etcd")
-	f.StringVar(&cfg.EtcdCA, "etcd-ca", "", "CA that signed etcd's certificate")
+	addEtcdFlags(f, &cfg.Etcd)
 	f.StringVar(&cfg.MemberID, "member-id", cfg.MemberID, "member id (default: POD_NAME or the host name)")
 	f.StringVar(&cfg.Advertise, "advertise", cfg.Advertise, "address other workers reach this pod at (default: POD_IP)")
 	f.StringVar(&cfg.Node, "node", cfg.Node, "Kubernetes node name, for the termination taint watch (default: NODE_NAME)")
