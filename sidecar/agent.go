@@ -209,6 +209,10 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 	if errors.Is(err, coordinator.ErrDuplicateMember) {
 		return fmt.Errorf("another live sidecar is registered as member %q: give every pod its own --member-id (default POD_NAME): %w", cfg.MemberID, err)
 	}
+	if errors.Is(err, coordinator.ErrAccessDenied) {
+		return fmt.Errorf("etcd (%v) denies this sidecar access to job %s's keys under %s: give it the job's etcd user (--etcd-user, or a client certificate whose common name is the user), created by `ringside etcd auth setup --namespace %s --job %s`: %w",
+			cfg.Etcd, cfg.Job.Job, cfg.Job.Prefix(), cfg.Job.Namespace, cfg.Job.Job, err)
+	}
 	if err != nil {
 		return err
 	}

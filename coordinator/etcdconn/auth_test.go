@@ -81,6 +81,9 @@ func TestAJobsUserReachesItsOwnPrefixOnly(t *testing.T) {
 			if _, err := ja.Put(ctx, "/ringside/default/a/members/w1", "x", clientv3.WithLease(lease.ID)); err != nil {
 				t.Fatalf("a's user cannot register under a lease: %v", err)
 			}
+			if _, err := ja.KeepAliveOnce(ctx, lease.ID); err != nil {
+				t.Fatalf("a's user cannot keep its lease alive: %v", err)
+			}
 			if _, err := ja.Revoke(ctx, lease.ID); err != nil {
 				t.Fatalf("a's user cannot revoke its own job's lease: %v", err)
 			}
