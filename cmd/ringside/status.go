@@ -54,7 +54,9 @@ line instead (every refresh), for scripts.
 
 The connection flags can also be set through the environment, as for the
 sidecar: RINGSIDE_JOB, RINGSIDE_NAMESPACE, RINGSIDE_ETCD_ENDPOINTS,
-RINGSIDE_ETCD_CERT, RINGSIDE_ETCD_KEY and RINGSIDE_ETCD_CA.`,
+RINGSIDE_ETCD_CERT, RINGSIDE_ETCD_KEY, RINGSIDE_ETCD_CA, RINGSIDE_ETCD_USER
+and RINGSIDE_ETCD_PASSWORD_FILE; RINGSIDE_ETCD_PASSWORD holds the password
+of --etcd-user (no flag, so it shows in no process list).`,
 		Example: `  # live view of a job, against a local 'ringside etcd'
   ringside status --job llama
 

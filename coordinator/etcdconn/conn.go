@@ -117,9 +117,15 @@ func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(attrs...)
 }
 
-// String is LogValue's text, so that printing a Config with %v shows no
+// String is LogValue as text, so that printing a Config with %v shows no
 // password either.
-func (c Config) String() string { return c.LogValue().String() }
+func (c Config) String() string {
+	var parts []string
+	for _, a := range c.LogValue().Group() {
+		parts = append(parts, a.String())
+	}
+	return strings.Join(parts, " ")
+}
 
 // New returns a client of etcd; opts are extra gRPC dial options (members
 // use coordinator.DialOptions). Like clientv3.New it does not wait for
