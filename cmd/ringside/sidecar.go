@@ -39,6 +39,11 @@ RINGSIDE_ETCD_ENDPOINTS, and so on.`,
 		Example: `  # in a pod (member id, address and node from the downward API)
   ringside sidecar --job llama --etcd-endpoints http://etcd:2379 --slots 8
 
+  # etcd over mTLS; with etcd's authentication on, the certificate's common
+  # name (here ringside/default/llama) is the job's etcd user
+  ringside sidecar --job llama --etcd-endpoints https://etcd:2379 \
+    --etcd-ca ca.crt --etcd-cert llama.crt --etcd-key llama.key
+
   # on a laptop, against 'ringside etcd'
   ringside sidecar --job demo --member-id w0 --advertise 127.0.0.2 \
     --socket /tmp/w0.sock --gossip-port 0`,
