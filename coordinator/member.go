@@ -28,6 +28,15 @@ var ErrNotLeader = errors.New("coordinator: not leader")
 // its id taken over stops with it (see Member.Err).
 var ErrDuplicateMember = errors.New("coordinator: member id is registered by another live member")
 
+// ErrAccessDenied is returned when etcd's authentication refuses the
+// client's user (or its certificate's common name) access to the job's
+// keys: a member of another job's identity, or a job not granted.
+var ErrAccessDenied = errors.New("coordinator: etcd denies this client access to the job's keys")
+
+func accessDenied(err error) bool {
+	return errors.Is(err, rpctypes.ErrPermissionDenied) || errors.Is(err, rpctypes.ErrUserNotFound) || errors.Is(err, rpctypes.ErrAuthFailed)
+}
+
 // attemptTimeout bounds one etcd call inside a retry loop, so a dead
 // endpoint costs a retry, not a hang.
 const attemptTimeout = 2 * time.Second
@@ -461,7 +470,8 @@ func (m *Member) put(ctx context.Context, info record.MemberInfo, lease clientv3
 }
 
 // retry runs op with a per-attempt timeout and exponential backoff until it
-// succeeds or ctx ends.
+// succeeds or ctx ends, or etcd refuses the client access to the job's
+// keys (ErrAccessDenied): no retry changes that.
 func retry(ctx context.Context, onErr func(string, error), op func(context.Context) error) error {
 	return backoff.Retry(func() error {
 		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
@@ -472,6 +482,9 @@ func retry(ctx context.Context, onErr func(string, error), op func(context.Conte
 		}
 		if ctx.Err() != nil {
 			return backoff.Permanent(ctx.Err())
+		}
+		if accessDenied(err) {
+			return backoff.Permanent(fmt.Errorf("%w: %w", ErrAccessDenied, err))
 		}
 		return err
 	}, backoff.WithContext(newBackoff(), ctx))

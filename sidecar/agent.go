@@ -13,11 +13,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/coordinator/etcdconn"
 	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/netopt"
 	"github.com/ringside/ringside/sidecar/api"
@@ -179,7 +178,7 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 		topology = netopt.TopologyFromLabels(cfg.NodeLabels, nil)
 	}
 
-	if a.client, err = a.etcdClient(); err != nil {
+	if a.client, err = etcdconn.New(cfg.Etcd, coordinator.DialOptions()...); err != nil {
 		return err
 	}
 	jcfg := cfg.Job
@@ -210,6 +209,10 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 	if errors.Is(err, coordinator.ErrDuplicateMember) {
 		return fmt.Errorf("another live sidecar is registered as member %q: give every pod its own --member-id (default POD_NAME): %w", cfg.MemberID, err)
 	}
+	if errors.Is(err, coordinator.ErrAccessDenied) {
+		return fmt.Errorf("etcd (%v) denies this sidecar access to job %s's keys under %s: give it the job's etcd user (--etcd-user, or a client certificate whose common name is the user), created by `ringside etcd auth setup --namespace %s --job %s`: %w",
+			cfg.Etcd, cfg.Job.Job, cfg.Job.Prefix(), cfg.Job.Namespace, cfg.Job.Job, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -222,28 +225,6 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 		a.watchNode(runCtx)
 	}
 	return nil
-}
-
-func (a *Agent) etcdClient() (*clientv3.Client, error) {
-	ccfg := clientv3.Config{
-		Endpoints:   a.cfg.EtcdEndpoints,
-		DialTimeout: a.cfg.EtcdDialTimeout,
-		DialOptions: coordinator.DialOptions(),
-		Logger:      zap.NewNop(),
-	}
-	if a.cfg.EtcdCert != "" || a.cfg.EtcdCA != "" {
-		tlsInfo := transport.TLSInfo{CertFile: a.cfg.EtcdCert, KeyFile: a.cfg.EtcdKey, TrustedCAFile: a.cfg.EtcdCA}
-		tlsCfg, err := tlsInfo.ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("etcd TLS: %w", err)
-		}
-		ccfg.TLS = tlsCfg
-	}
-	c, err := clientv3.New(ccfg)
-	if err != nil {
-		return nil, fmt.Errorf("etcd client: %w", err)
-	}
-	return c, nil
 }
 
 // serveAPI listens on the socket (and the optional TCP address).

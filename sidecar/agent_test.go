@@ -20,7 +20,7 @@ func TestSecondSidecarUnderALiveMemberIDExitsNamingTheConflict(t *testing.T) {
 
 	cfg := sidecar.DefaultConfig()
 	cfg.Job.Job, cfg.Job.TTL = "api", 2*time.Second
-	cfg.EtcdEndpoints = srv.Endpoints()
+	cfg.Etcd.Endpoints = srv.Endpoints()
 	cfg.MemberID, cfg.Advertise = "w0", "127.0.0.1"
 	cfg.Socket = filepath.Join(t.TempDir(), "twin.sock")
 	cfg.GossipPort, cfg.NodeWatch, cfg.SysfsRoot = 0, false, t.TempDir()

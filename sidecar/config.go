@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"time"
 
 	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/coordinator/etcdconn"
 	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/sidecar/footprint"
 	"github.com/ringside/ringside/sidecar/gossip"
@@ -21,9 +21,9 @@ type Config struct {
 	// settle window, policy, master ports).
 	Job coordinator.Config
 
-	EtcdEndpoints             []string
-	EtcdCert, EtcdKey, EtcdCA string
-	EtcdDialTimeout           time.Duration
+	// Etcd is how the sidecar reaches etcd: endpoints, TLS and
+	// credentials.
+	Etcd etcdconn.Config
 
 	// MemberID defaults to the pod name; Advertise (the address trainers
 	// of other pods reach this one at) to the pod IP.
@@ -84,15 +84,14 @@ type Config struct {
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		Job:             coordinator.DefaultConfig("default", ""),
-		EtcdEndpoints:   []string{"http://127.0.0.1:2379"},
-		EtcdDialTimeout: 5 * time.Second,
-		MemberID:        firstNonEmpty(os.Getenv("POD_NAME"), host),
-		Advertise:       os.Getenv("POD_IP"),
-		Node:            os.Getenv("NODE_NAME"),
-		Slots:           1,
-		Socket:          "/var/run/ringside/ringside.sock",
-		GossipPort:      7946,
+		Job:        coordinator.DefaultConfig("default", ""),
+		Etcd:       etcdconn.DefaultConfig(),
+		MemberID:   firstNonEmpty(os.Getenv("POD_NAME"), host),
+		Advertise:  os.Getenv("POD_IP"),
+		Node:       os.Getenv("NODE_NAME"),
+		Slots:      1,
+		Socket:     "/var/run/ringside/ringside.sock",
+		GossipPort: 7946,
 		// 30 s: Kubernetes' default terminationGracePeriodSeconds.
 		Grace:          25 * time.Second,
 		StatusInterval: time.Second,
@@ -110,16 +109,8 @@ func (c Config) Validate() error {
 	if err := c.Job.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if len(c.EtcdEndpoints) == 0 {
-		errs = append(errs, errors.New("no etcd endpoints"))
-	}
-	for _, ep := range c.EtcdEndpoints {
-		if u, err := url.Parse(ep); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Port() == "" {
-			errs = append(errs, fmt.Errorf("etcd endpoint %q: want http(s)://host:port", ep))
-		}
-	}
-	if (c.EtcdCert == "") != (c.EtcdKey == "") {
-		errs = append(errs, errors.New("etcd client cert and key must be given together"))
+	if err := c.Etcd.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	info := record.MemberInfo{ID: c.MemberID, Addr: c.Advertise, Slots: c.Slots, State: record.StateActive}
 	if err := info.Validate(); err != nil {

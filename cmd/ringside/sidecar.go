@@ -39,6 +39,11 @@ RINGSIDE_ETCD_ENDPOINTS, and so on.`,
 		Example: `  # in a pod (member id, address and node from the downward API)
   ringside sidecar --job llama --etcd-endpoints http://etcd:2379 --slots 8
 
+  # etcd over mTLS; with etcd's authentication on, the certificate's common
+  # name (here ringside/default/llama) is the job's etcd user
+  ringside sidecar --job llama --etcd-endpoints https://etcd:2379 \
+    --etcd-ca ca.crt --etcd-cert llama.crt --etcd-key llama.key
+
   # on a laptop, against 'ringside etcd'
   ringside sidecar --job demo --member-id w0 --advertise 127.0.0.2 \
     --socket /tmp/w0.sock --gossip-port 0`,
@@ -72,10 +77,7 @@ RINGSIDE_ETCD_ENDPOINTS, and so on.`,
 	j := &cfg.Job
 	f.StringVar(&j.Job, "job", j.Job, "job name (required)")
 	f.StringVar(&j.Namespace, "namespace", j.Namespace, "job namespace")
-	f.StringSliceVar(&cfg.EtcdEndpoints, "etcd-endpoints", cfg.EtcdEndpoints, "etcd client URLs")
-	f.StringVar(&cfg.EtcdCert, "etcd-cert", "", "client certificate for etcd")
-	f.StringVar(&cfg.EtcdKey, "etcd-key", "", "client key for etcd")
-	f.StringVar(&cfg.EtcdCA, "etcd-ca", "", "CA that signed etcd's certificate")
+	addEtcdFlags(f, &cfg.Etcd)
 	f.StringVar(&cfg.MemberID, "member-id", cfg.MemberID, "member id (default: POD_NAME or the host name)")
 	f.StringVar(&cfg.Advertise, "advertise", cfg.Advertise, "address other workers reach this pod at (default: POD_IP)")
 	f.StringVar(&cfg.Node, "node", cfg.Node, "Kubernetes node name, for the termination taint watch (default: NODE_NAME)")

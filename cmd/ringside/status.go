@@ -10,19 +10,17 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/coordinator/etcdconn"
 	"github.com/ringside/ringside/coordinator/jobstatus"
 )
 
 // statusOptions are the flags of `ringside status`.
 type statusOptions struct {
 	job, namespace    string
-	endpoints         []string
-	cert, key, ca     string
+	etcd              etcdconn.Config
 	interval, timeout time.Duration
 	once, asJSON      bool
 }
@@ -31,10 +29,7 @@ func newStatusCmd() *cobra.Command {
 	o := statusOptions{
 		job:       envOr("RINGSIDE_JOB", ""),
 		namespace: envOr("RINGSIDE_NAMESPACE", "default"),
-		endpoints: strings.Split(envOr("RINGSIDE_ETCD_ENDPOINTS", "http://127.0.0.1:2379"), ","),
-		cert:      envOr("RINGSIDE_ETCD_CERT", ""),
-		key:       envOr("RINGSIDE_ETCD_KEY", ""),
-		ca:        envOr("RINGSIDE_ETCD_CA", ""),
+		etcd:      etcdconn.DefaultConfig(),
 		interval:  time.Second,
 		timeout:   5 * time.Second,
 	}
@@ -59,7 +54,9 @@ line instead (every refresh), for scripts.
 
 The connection flags can also be set through the environment, as for the
 sidecar: RINGSIDE_JOB, RINGSIDE_NAMESPACE, RINGSIDE_ETCD_ENDPOINTS,
-RINGSIDE_ETCD_CERT, RINGSIDE_ETCD_KEY and RINGSIDE_ETCD_CA.`,
+RINGSIDE_ETCD_CERT, RINGSIDE_ETCD_KEY, RINGSIDE_ETCD_CA, RINGSIDE_ETCD_USER
+and RINGSIDE_ETCD_PASSWORD_FILE; RINGSIDE_ETCD_PASSWORD holds the password
+of --etcd-user (no flag, so it shows in no process list).`,
 		Example: `  # live view of a job, against a local 'ringside etcd'
   ringside status --job llama
 
@@ -80,10 +77,7 @@ RINGSIDE_ETCD_CERT, RINGSIDE_ETCD_KEY and RINGSIDE_ETCD_CA.`,
 	f := cmd.Flags()
 	f.StringVar(&o.job, "job", o.job, "job name (env RINGSIDE_JOB)")
 	f.StringVar(&o.namespace, "namespace", o.namespace, "job namespace (env RINGSIDE_NAMESPACE)")
-	f.StringSliceVar(&o.endpoints, "etcd-endpoints", o.endpoints, "etcd client URLs, comma-separated (env RINGSIDE_ETCD_ENDPOINTS)")
-	f.StringVar(&o.cert, "etcd-cert", o.cert, "client certificate for etcd (env RINGSIDE_ETCD_CERT)")
-	f.StringVar(&o.key, "etcd-key", o.key, "client key for etcd (env RINGSIDE_ETCD_KEY)")
-	f.StringVar(&o.ca, "etcd-ca", o.ca, "CA that signed etcd's certificate (env RINGSIDE_ETCD_CA)")
+	addEtcdFlags(f, &o.etcd)
 	f.DurationVar(&o.interval, "interval", o.interval, "time between refreshes of the live view")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "how long each read waits for etcd before giving up")
 	f.BoolVar(&o.once, "once", false, "print one snapshot and exit")
@@ -98,11 +92,8 @@ func (o statusOptions) validate() error {
 	if err := coordinator.DefaultConfig(o.namespace, o.job).Validate(); err != nil {
 		return fmt.Errorf("--job/--namespace: %w", err)
 	}
-	if len(o.endpoints) == 0 || o.endpoints[0] == "" {
-		return errors.New("--etcd-endpoints is empty: give etcd's client URLs, e.g. http://etcd:2379")
-	}
-	if (o.cert == "") != (o.key == "") {
-		return errors.New("--etcd-cert and --etcd-key must be given together")
+	if err := o.etcd.Validate(); err != nil {
+		return err
 	}
 	if o.interval <= 0 || o.timeout <= 0 {
 		return fmt.Errorf("--interval (%s) and --timeout (%s) must be positive", o.interval, o.timeout)
@@ -117,7 +108,8 @@ func runStatus(ctx context.Context, out io.Writer, o statusOptions) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	client, err := o.etcdClient()
+	o.etcd.DialTimeout = o.timeout
+	client, err := etcdconn.New(o.etcd)
 	if err != nil {
 		return err
 	}
@@ -136,27 +128,6 @@ func runStatus(ctx context.Context, out io.Writer, o statusOptions) error {
 	return o.follow(ctx, client, p, s)
 }
 
-func (o statusOptions) etcdClient() (*clientv3.Client, error) {
-	cfg := clientv3.Config{
-		Endpoints:   o.endpoints,
-		DialTimeout: o.timeout,
-		Logger:      zap.NewNop(),
-	}
-	if o.cert != "" || o.ca != "" {
-		tlsInfo := transport.TLSInfo{CertFile: o.cert, KeyFile: o.key, TrustedCAFile: o.ca}
-		tlsCfg, err := tlsInfo.ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("etcd TLS: %w", err)
-		}
-		cfg.TLS = tlsCfg
-	}
-	c, err := clientv3.New(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("etcd client for %s: %w", strings.Join(o.endpoints, ","), err)
-	}
-	return c, nil
-}
-
 // read takes one snapshot, bounded by --timeout.
 func (o statusOptions) read(ctx context.Context, client *clientv3.Client) (jobstatus.Snapshot, error) {
 	rctx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -167,9 +138,9 @@ func (o statusOptions) read(ctx context.Context, client *clientv3.Client) (jobst
 		return s, nil
 	case ctx.Err() == nil && rctx.Err() != nil:
 		return s, fmt.Errorf("etcd at %s did not answer within %s; check --etcd-endpoints (env RINGSIDE_ETCD_ENDPOINTS) and that etcd is running: %w",
-			strings.Join(o.endpoints, ","), o.timeout, err)
+			strings.Join(o.etcd.Endpoints, ","), o.timeout, err)
 	}
-	return s, fmt.Errorf("etcd at %s: %w", strings.Join(o.endpoints, ","), err)
+	return s, fmt.Errorf("etcd at %s: %w", strings.Join(o.etcd.Endpoints, ","), err)
 }
 
 // follow shows s, then a snapshot every interval and whenever the

@@ -36,6 +36,11 @@ type Config struct {
 	MaxRequestBytes uint
 	// UnsafeNoFsync skips fsync: for tests and benchmarks only.
 	UnsafeNoFsync bool
+	// BcryptCost is the cost of hashing the passwords of etcd's users
+	// (0: etcd's default, 10). Every login pays it; tests set the
+	// minimum, 4, since under the race detector a default-cost login
+	// takes over a second, longer than a test lease's TTL.
+	BcryptCost uint
 	// StartTimeout bounds how long Start waits for the server to be ready.
 	StartTimeout time.Duration
 }
@@ -134,6 +139,9 @@ func (cfg Config) embed() (*embed.Config, error) {
 		e.MaxRequestBytes = cfg.MaxRequestBytes
 	}
 	e.UnsafeNoFsync = cfg.UnsafeNoFsync
+	if cfg.BcryptCost > 0 {
+		e.BcryptCost = cfg.BcryptCost
+	}
 	return e, nil
 }
 
@@ -167,13 +175,14 @@ func (s *Server) Err() <-chan error { return s.etcd.Err() }
 func (s *Server) Close() { s.closeOnce.Do(s.etcd.Close) }
 
 // EphemeralConfig returns a config for a throw-away server in dir on
-// loopback ports the kernel picks (port 0), without fsync: for tests,
-// benchmarks and demos.
+// loopback ports the kernel picks (port 0), without fsync and with cheap
+// password hashing: for tests, benchmarks and demos.
 func EphemeralConfig(dir string) Config {
 	cfg := DefaultConfig(dir)
 	cfg.ClientURL = "http://127.0.0.1:0"
 	cfg.PeerURL = "http://127.0.0.1:0"
 	cfg.LogLevel = "fatal" // etcd logs its own normal shutdown as errors
 	cfg.UnsafeNoFsync = true
+	cfg.BcryptCost = 4 // bcrypt.MinCost
 	return cfg
 }
