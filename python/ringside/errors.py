@@ -49,3 +49,8 @@ class SidecarLost(RingsideError):
     """The sidecar stopped answering for longer than the connect timeout: a
     trainer without its sidecar is out of the job (its lease runs out) and
     must not train on by itself."""
+
+
+class CollectiveFailed(RingsideError):
+    """A collective of ringside's own (the sync of a new group) failed: the
+    group broke while it formed. run() re-forms; train_fn never sees it."""

@@ -1,31 +1,47 @@
 """State: what a live elastic trainer keeps across generations, in the
 pattern of Horovod's elastic State (commit, restore, sync), for PyTorch.
 
-    state = State(model, optimizer, epoch=0)
+    state = State(model, optimizer, scheduler=sched, scaler=scaler, epoch=0)
     ...
     state.step += 1
-    state.commit()        # a cheap copy in memory; raises to re-form the group
+    state.commit()        # a copy in memory; raises to re-form the group
                           # when the sidecar announced a new generation or a drain
 
-A commit is a deep copy on the CPU of the model's and the optimizer's
-state_dict, the step counter, the samples count and the user fields.
-restore() goes back to it. sync() makes every rank of a new group hold the
-same commit: the rank with the newest commit broadcasts it, every receiver
-verifies its SHA-256, and every rank's parameters are checksummed and
-compared; any difference raises StateCorrupt.
+A commit is a copy on the CPU of the model's and the optimizer's
+state_dict, the step counter, the samples count, the state_dict of every
+registered object (schedulers, GradScalers, extra optimizers, samplers:
+any keyword field with state_dict() and load_state_dict(), or
+State.register(name, obj)), the plain-data fields, and the random number
+generators' states (Python's, numpy's when numpy is imported, torch's CPU
+and CUDA ones). restore() goes back to it in place: the objects are the
+same objects (a scheduler keeps stepping the live optimizer), loaded from
+the commit. sync() makes every rank of a new group hold the same commit:
+the rank with the newest commit broadcasts it in a format of tensors and
+plain data only (decoding it cannot run code, unlike a pickle), every
+receiver verifies its SHA-256, and every rank's parameters are checksummed
+and compared; any difference raises StateCorrupt. A rank that already
+held a commit of the same step keeps its own random states, so per-rank
+streams go on; a rank behind takes the sender's.
+
+save(path) and load(path) keep the commit on disk in the same format.
 """
 
 import copy
 import hashlib
-import io
+import os
+import random
+import sys
+import threading
 import time
 
-from .errors import RingsideError, StateCorrupt
+from . import _codec
+from .errors import CollectiveFailed, StateCorrupt
 
 
-class Interrupted(RingsideError):
+class Interrupted(BaseException):
     """Raised by State.commit() and State.check() to leave train_fn: run()
-    catches it. A train_fn must let it through."""
+    catches it. A BaseException, as KeyboardInterrupt is, so a train_fn's
+    `except Exception:` cannot swallow it."""
 
 
 class GenerationChanged(Interrupted):
@@ -36,7 +52,14 @@ class DrainRequested(Interrupted):
     """This member is being drained: it stops after its last commit."""
 
 
-_RESERVED = {"model", "optimizer", "step", "samples", "rank", "world_size", "local_rank", "generation", "member"}
+_RESERVED = {"model", "optimizer", "step", "samples", "rank", "world_size", "local_rank", "generation", "member",
+             "register", "commit", "restore", "sync", "check", "save", "load", "digest", "checksum"}
+
+
+def is_stateful(obj):
+    """Whether obj is restored in place through state_dict/load_state_dict."""
+    return (not isinstance(obj, type) and callable(getattr(obj, "state_dict", None))
+            and callable(getattr(obj, "load_state_dict", None)))
 
 
 def _clone_cpu(obj):
@@ -83,22 +106,19 @@ def tensors_digest(named_tensors):
 
 
 def _serialize(snapshot):
-    import torch
-
-    buf = io.BytesIO()
-    torch.save(snapshot, buf)
-    return buf.getvalue()
+    return _codec.encode(snapshot)
 
 
 def _deserialize(payload):
-    import torch
-
-    buf = io.BytesIO(payload)
+    """The snapshot in payload; StateCorrupt for anything else (a pickle
+    among them: it is refused, never unpickled)."""
     try:
-        return torch.load(buf, map_location="cpu", weights_only=False)
-    except TypeError:  # torch without weights_only
-        buf.seek(0)
-        return torch.load(buf, map_location="cpu")
+        snap = _codec.decode(payload)
+    except (ValueError, TypeError, KeyError, OverflowError) as e:
+        raise StateCorrupt("refused the state payload: %s" % e) from None
+    if not isinstance(snap, dict) or "step" not in snap or "model" not in snap:
+        raise StateCorrupt("refused the state payload: it is not a ringside commit")
+    return snap
 
 
 def _received(payload):
@@ -106,20 +126,71 @@ def _received(payload):
     return payload
 
 
+def _collective(fn, *args):
+    """Runs one of sync's collectives; its failure is the group's, never the
+    training code's (CollectiveFailed)."""
+    try:
+        return fn(*args)
+    except Exception as e:
+        raise CollectiveFailed("the sync's %s failed: %s" % (getattr(fn, "__name__", "collective"), e)) from e
+
+
+# Python's, numpy's and torch's random number generators.
+
+def _rng_capture():
+    import torch
+
+    out = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    np = sys.modules.get("numpy")
+    if np is not None:
+        out["numpy"] = np.random.get_state()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        out["cuda"] = torch.cuda.get_rng_state_all()
+    return out
+
+
+def _rng_apply(rng):
+    import torch
+
+    if not rng:
+        return
+    if "python" in rng:
+        v = rng["python"]
+        random.setstate((v[0], tuple(v[1]), v[2]))
+    if "torch" in rng:
+        torch.set_rng_state(rng["torch"])
+    np = sys.modules.get("numpy")
+    if np is not None and "numpy" in rng:
+        np.random.set_state(tuple(rng["numpy"]))
+    if "cuda" in rng and torch.cuda.is_available():
+        states = rng["cuda"]
+        if len(states) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(states)
+
+
+# A checkpoint file: the encoded commit, then its SHA-256.
+_DIGEST_LEN = 32
+
+
 class State:
     """The trainer's state across generations.
 
     model and optimizer are the bare module (not its DistributedDataParallel
-    wrapper, which train_fn builds for every generation) and its optimizer;
-    keyword arguments become attributes that are committed, restored and
-    synced with them. step counts the job's completed steps and samples
-    this member's samples; both are committed.
+    wrapper, which train_fn builds for every generation; for torch.compile,
+    the module before compiling) and its optimizer. Keyword fields become
+    attributes: an object with state_dict() and load_state_dict() (an LR
+    scheduler, a GradScaler, another optimizer, a sampler such as
+    ringside.elastic.ElasticSampler) is registered and restored in place;
+    anything else must be plain data (numbers, strings, lists, dicts,
+    tensors), committed by value. step counts the job's completed steps
+    and samples this member's samples; both are committed. With rng
+    (default), the random generators' states are committed too.
 
     While run() trains, rank, world_size, local_rank, generation and member
     describe the current group.
     """
 
-    def __init__(self, model, optimizer=None, **fields):
+    def __init__(self, model, optimizer=None, *, rng=True, **fields):
         for k in fields:
             if k in _RESERVED or k.startswith("_"):
                 raise ValueError("State field %r is reserved; pick another name" % k)
@@ -127,8 +198,15 @@ class State:
         self.optimizer = optimizer
         self.step = 0
         self.samples = 0
-        self._fields = list(fields)
+        self._rng = rng
+        self._fields = []
+        self._objects = {}
         for k, v in fields.items():
+            if is_stateful(v):
+                self._objects[k] = v
+            else:
+                _codec.check(v, "State field %r" % k)
+                self._fields.append(k)
             setattr(self, k, v)
         self.rank = 0
         self.world_size = 1
@@ -138,7 +216,20 @@ class State:
         self._session = None
         self._snapshot = None
         self._committed_at = time.monotonic()
+        self._saver = None
         self.commit(check=False)
+
+    def register(self, name, obj):
+        """Adds obj (with state_dict and load_state_dict) to what is
+        committed and restored in place, as the attribute name; it is in
+        the next commit."""
+        if name in _RESERVED or name.startswith("_") or name in self._fields:
+            raise ValueError("State field %r is reserved or taken; pick another name" % name)
+        if not is_stateful(obj):
+            raise TypeError("State.register(%r, ...) needs an object with state_dict() and load_state_dict(), "
+                            "got %s" % (name, type(obj).__name__))
+        self._objects[name] = obj
+        setattr(self, name, obj)
 
     # Commits.
 
@@ -152,7 +243,9 @@ class State:
             "samples": int(self.samples),
             "model": _clone_cpu(self.model.state_dict()),
             "optimizer": _clone_cpu(self.optimizer.state_dict()) if self.optimizer is not None else None,
+            "objects": {k: _clone_cpu(o.state_dict()) for k, o in self._objects.items()},
             "fields": copy.deepcopy({k: getattr(self, k) for k in self._fields}),
+            "rng": _rng_capture() if self._rng else None,
         }
 
     def _apply(self, snap):
@@ -161,10 +254,18 @@ class State:
             # A copy: the optimizer keeps CPU tensors it is given, and
             # updates them in place.
             self.optimizer.load_state_dict(_clone_cpu(snap["optimizer"]))
+        # After the optimizer: a scheduler's state is its counters, the
+        # learning rate itself lives in the optimizer's param groups.
+        for k, sd in (snap.get("objects") or {}).items():
+            obj = self._objects.get(k)
+            if obj is not None:
+                obj.load_state_dict(_clone_cpu(sd))
         for k, v in copy.deepcopy(snap["fields"]).items():
             setattr(self, k, v)
         self.step = snap["step"]
         self.samples = snap["samples"]
+        if self._rng:
+            _rng_apply(snap.get("rng"))
 
     def commit(self, check=True):
         """Keeps the current state as the one to go back to, reports the
@@ -190,6 +291,21 @@ class State:
         """Goes back to the last commit."""
         self._apply(self._snapshot)
 
+    # On disk.
+
+    def save(self, path):
+        """Writes the last commit to path, atomically: a reader sees the
+        previous file or this one, never a part (a temporary file in the
+        same directory, flushed to disk, renamed over path)."""
+        write_checkpoint(path, self._snapshot)
+
+    def load(self, path):
+        """Makes the commit in path (written by save) the last commit and
+        restores it. Raises StateCorrupt when the file is damaged or is not
+        a ringside checkpoint (nothing in it is ever unpickled)."""
+        self._snapshot = read_checkpoint(path)
+        self.restore()
+
     # Consistency across ranks.
 
     def digest(self):
@@ -204,16 +320,18 @@ class State:
     def sync(self):
         """Makes every rank of the current group hold the same state: the
         lowest rank holding the newest commit (rank 0 when all agree)
-        broadcasts it. Raises StateCorrupt when a payload arrives corrupt
-        or ranks hold different parameters afterwards. Returns the source
-        rank."""
+        broadcasts it. Raises StateCorrupt when a payload arrives corrupt,
+        is refused, or ranks hold different parameters afterwards, and
+        CollectiveFailed when one of its collectives fails. Returns the
+        source rank."""
         import torch
         import torch.distributed as dist
 
         rank, world = dist.get_rank(), dist.get_world_size()
         dev = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+        own_step = self._snapshot["step"]
         steps = [torch.zeros(1, dtype=torch.int64, device=dev) for _ in range(world)]
-        dist.all_gather(steps, torch.tensor([self._snapshot["step"]], dtype=torch.int64, device=dev))
+        _collective(dist.all_gather, steps, torch.tensor([own_step], dtype=torch.int64, device=dev))
         steps = [int(t.item()) for t in steps]
         src = steps.index(max(steps))
 
@@ -221,13 +339,13 @@ class State:
         if rank == src:
             payload = _serialize(self._snapshot)
             header = torch.tensor([len(payload)] + list(hashlib.sha256(payload).digest()), dtype=torch.int64, device=dev)
-        dist.broadcast(header, src)
+        _collective(dist.broadcast, header, src)
         size, digest = int(header[0].item()), bytes(int(x) for x in header[1:].tolist())
         if rank == src:
             data = torch.frombuffer(bytearray(payload), dtype=torch.uint8).to(dev)
         else:
             data = torch.empty(size, dtype=torch.uint8, device=dev)
-        dist.broadcast(data, src)
+        _collective(dist.broadcast, data, src)
 
         problem = None
         if rank != src:
@@ -236,7 +354,14 @@ class State:
                 problem = "the state from rank %d arrived corrupt or partial (%d of %d bytes, SHA-256 %s, want %s)" % (
                     src, len(got), size, hashlib.sha256(got).hexdigest()[:16], digest.hex()[:16])
             else:
-                self._snapshot = _deserialize(got)
+                try:
+                    snap = _deserialize(got)
+                except StateCorrupt as e:
+                    problem = "the state from rank %d was refused: %s" % (src, e)
+                else:
+                    if own_step == steps[src] and self._snapshot.get("rng") is not None:
+                        snap["rng"] = self._snapshot["rng"]  # this rank's own streams go on
+                    self._snapshot = snap
         if problem is None:
             self.restore()
         # Every rank learns every rank's parameter digest, so all of them
@@ -245,7 +370,7 @@ class State:
         own = bytes(32) if problem else self.digest()
         mine_t = torch.tensor(list(own), dtype=torch.int64, device=dev)
         all_t = [torch.zeros_like(mine_t) for _ in range(world)]
-        dist.all_gather(all_t, mine_t)
+        _collective(dist.all_gather, all_t, mine_t)
         want = all_t[src]
         bad = [r for r, t in enumerate(all_t) if not torch.equal(t, want)]
         if problem or bad:
@@ -254,3 +379,45 @@ class State:
                 "rank %d's%s; not training on them" % (self.generation, src, self._snapshot["step"], bad, src,
                                                        ": " + problem if problem else ""))
         return src
+
+
+def write_checkpoint(path, snapshot):
+    """Writes snapshot (a commit) to path atomically."""
+    payload = _codec.encode(snapshot)
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    tmp = os.path.join(d, ".%s.tmp-%d-%d" % (os.path.basename(path), os.getpid(), threading.get_ident()))
+    try:
+        with open(tmp, "wb") as f:
+            f.write(payload)
+            f.write(hashlib.sha256(payload).digest())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+    try:
+        fd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # the rename itself
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def read_checkpoint(path):
+    """The commit in the checkpoint at path; StateCorrupt when damaged."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    payload, digest = raw[:-_DIGEST_LEN], raw[-_DIGEST_LEN:]
+    if len(raw) <= _DIGEST_LEN or hashlib.sha256(payload).digest() != digest:
+        raise StateCorrupt("the checkpoint %s is damaged (its SHA-256 does not match); not loading it" % path)
+    try:
+        return _deserialize(payload)
+    except StateCorrupt as e:
+        raise StateCorrupt("the checkpoint %s: %s" % (path, e)) from None

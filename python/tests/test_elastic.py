@@ -37,14 +37,14 @@ class Harness:
         self.n = 0
         test.addCleanup(self.close)
 
-    def add(self, env=None, steps=0):
+    def add(self, env=None, steps=0, args=(), worker=WORKER):
         wid = "w%d" % self.n
         self.job.addrs[wid] = "127.0.0.%d" % (self.n + 2)
         self.n += 1
         sock = os.path.join(self.dir, wid + ".sock")
         self.sidecars[wid] = FakeSidecar(sock, self.job, member=wid)
         with open(os.path.join(self.dir, wid + ".log"), "w") as err:
-            p = subprocess.Popen([sys.executable, WORKER, "--socket", sock, "--steps", str(steps)],
+            p = subprocess.Popen([sys.executable, worker, "--socket", sock, "--steps", str(steps)] + list(args),
                                  stdout=subprocess.PIPE, stderr=err, env=dict(os.environ, **(env or {})), text=True)
         self.procs[wid] = p
         threading.Thread(target=self._read, args=(wid, p), daemon=True).start()
