@@ -36,6 +36,7 @@ import sys
 import threading
 import time
 
+from . import _checkpoint
 from . import _failure
 from . import _group
 from . import _watcher
@@ -44,7 +45,17 @@ from .client import ACTIVE, Client
 from .errors import IncompatibleSidecar, RingsideError, SidecarError, SidecarLost, SidecarUnreachable, StateCorrupt
 from .state import DrainRequested, GenerationChanged, Interrupted, State
 
-__all__ = ["run", "State", "Interrupted", "GenerationChanged", "DrainRequested", "StateCorrupt"]
+__all__ = ["run", "State", "Interrupted", "GenerationChanged", "DrainRequested", "StateCorrupt", "ElasticSampler",
+           "collate_allow_empty"]
+
+
+def __getattr__(name):
+    # The sampler is a torch Sampler: torch is imported when it is asked for.
+    if name in ("ElasticSampler", "collate_allow_empty"):
+        from . import sampler
+
+        return getattr(sampler, name)
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 log = logging.getLogger("ringside")
 
@@ -57,9 +68,10 @@ class _Session:
     """What State needs from run() while it trains: the watcher's flags and
     the heartbeat sender."""
 
-    def __init__(self, watcher, beats):
+    def __init__(self, watcher, beats, checkpointer=None):
         self.watcher = watcher
         self.beats = beats
+        self.checkpointer = checkpointer
 
     def check(self, generation):
         w = self.watcher
@@ -73,6 +85,8 @@ class _Session:
     def committed(self, state, step_time_s):
         if self.beats is not None:
             self.beats.post(state.step, state.samples, step_time_s, state.generation)
+        if self.checkpointer is not None and state.rank == 0:
+            self.checkpointer.committed(state)
 
 
 class _Drained(Exception):
@@ -86,7 +100,7 @@ _LEAVE_TIMEOUT_S = 1.0
 
 def run(train_fn, state, socket=None, *, backend=None, local_rank=None, connect_timeout=30.0,
         timeout=60.0, form_timeout=60.0, reform_after=5.0, stuck_restart_after=3.0, handle_sigterm=True,
-        max_retries=10):
+        max_retries=10, checkpoint_dir=None, checkpoint_every=50):
     """Trains with train_fn(state) in every generation this member is
     active in, until train_fn returns (run returns its value) or this
     member is drained out of the job (run returns None).
@@ -123,6 +137,13 @@ def run(train_fn, state, socket=None, *, backend=None, local_rank=None, connect_
     break raises RingsideError, however often it was formed and synced in
     between.
 
+    With checkpoint_dir, rank 0 writes the last commit there every
+    checkpoint_every committed steps (in the background, atomically; and
+    once more when run returns), and every trainer starts from the
+    checkpoint when it is newer than its own commit: a job that lost every
+    member resumes from disk. A trainer that cannot read the directory
+    starts from its own commit, and the sync brings it the newest.
+
     Raises SidecarUnreachable or IncompatibleSidecar at start, SidecarLost
     when the sidecar goes away for good, StateCorrupt when a sync finds
     differing state, and whatever train_fn raises that is not a failed
@@ -137,7 +158,11 @@ def run(train_fn, state, socket=None, *, backend=None, local_rank=None, connect_
     watcher = Watcher(client, connect_timeout)
     watcher.start()
     beats = Heartbeats(client) if local_rank == 0 else None
-    state._session = _Session(watcher, beats)
+    checkpointer = None
+    if checkpoint_dir is not None:
+        checkpointer = _checkpoint.Checkpointer(checkpoint_dir, checkpoint_every)
+        checkpointer.load_into(state)
+    state._session = _Session(watcher, beats, checkpointer)
     state.local_rank = local_rank
     restore_signals = _drain_on_sigterm(client, watcher) if handle_sigterm else (lambda: None)
     trainer = _Trainer(client, watcher, state, train_fn, local_rank, backend, timeout, form_timeout,
@@ -154,6 +179,10 @@ def run(train_fn, state, socket=None, *, backend=None, local_rank=None, connect_
         raise
     finally:
         restore_signals()
+        if checkpointer is not None:
+            if state.rank == 0:
+                checkpointer.committed(state, force=True)
+            checkpointer.close()
         state._session = None
         watcher.stop()
         if beats is not None:
