@@ -257,10 +257,10 @@ def _store(r, rank, form_timeout, should_stop):
     server = None
     if rank == 0:
         try:
-            server = _store_mod.Server(r.master_addr, r.master_port)
+            server = _store_mod.Server(r.master_addr, r.master_port, token=r.store_token)
         except _store_mod.StoreError as e:
             raise FormationFailed(str(e)) from e
-    client = _store_mod.make_client(r.master_addr, r.master_port, form_timeout, should_stop)
+    client = _store_mod.make_client(r.master_addr, r.master_port, form_timeout, should_stop, token=r.store_token)
     try:
         client.connect(time.monotonic() + form_timeout)
     except _store_mod.StoreError as e:

@@ -61,6 +61,9 @@ class Rendezvous:
     nccl: Dict[str, str] = field(default_factory=dict)
     reason: str = ""
     api_version: str = API_VERSION
+    # The generation's secret for its store (hex): rank 0's store admits
+    # only clients that hold it. Empty from a sidecar that sends none.
+    store_token: str = field(default="", repr=False)
 
     @classmethod
     def from_json(cls, d, address="the sidecar"):
@@ -91,6 +94,7 @@ class Rendezvous:
                 nccl=dict(d.get("nccl") or {}),
                 reason=str(d.get("reason", "")),
                 api_version=version,
+                store_token=str(d.get("store_token") or ""),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise IncompatibleSidecar("the sidecar at %s sent a malformed rendezvous (%s): %r" % (address, e, d)) from None
