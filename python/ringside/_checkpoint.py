@@ -46,15 +46,14 @@ class Checkpointer:
         self.saved_step = snap["step"]
         if snap["step"] <= state.committed_step:
             return None
-        state._snapshot = snap
+        state._replace(snap)
         state.restore()
         log.info("resumed from the checkpoint %s at step %d", self.path, snap["step"])
         return snap["step"]
 
     def committed(self, state, force=False):
         """Called on every commit of rank 0 (and at the end, with force)."""
-        snap = state._snapshot
-        step = snap["step"]
+        step = state.committed_step
         last = self.saved_step if self.saved_step is not None else 0
         # At each multiple of every that the commits pass (commits may skip
         # steps), and at the end.
@@ -62,6 +61,7 @@ class Checkpointer:
             return
         if not force and step // self.every <= last // self.every:
             return
+        snap = state._lend()
         with self._cond:
             self._pending = snap
             self.saved_step = step

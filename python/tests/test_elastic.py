@@ -192,15 +192,18 @@ class ElasticTest(unittest.TestCase):
         self.assertLess(late, early, "the loss did not go down")
 
     def test_corrupt_sync_payload_is_detected_on_every_rank(self):
+        # w1 joins w0, which trained alone: only w1 is sent the state.
         h = Harness(self, port=29330)
         h.add()
+        h.job.commit(["w0"])
+        h.all_step(["w0"], 1, min_step=3)
         h.add(env={"TEST_CORRUPT": "payload"})
         h.job.commit(["w0", "w1"])
         codes = [h.procs[w].wait(60) for w in ("w0", "w1")]
         self.assertEqual(codes, [4, 4], "\n".join(h.log(w) for w in ("w0", "w1")))
         self.assertIn("arrived corrupt", h.log("w1"))
         self.assertIn("StateCorrupt", h.log("w0"))
-        self.assertFalse([d for d in h.lines if "sum_ok" in d], "a rank trained on corrupt state")
+        self.assertFalse([d for d in h.lines if "sum_ok" in d and d["generation"] == 2], "a rank trained on corrupt state")
 
     def test_differing_parameters_after_sync_are_detected(self):
         h = Harness(self, port=29350)

@@ -130,15 +130,18 @@ class UserErrorTest(unittest.TestCase):
 class UntrustedPayloadTest(unittest.TestCase):
     def test_a_malicious_pickle_in_a_sync_payload_is_refused(self):
         marker = os.path.join(tempfile.mkdtemp(), "pwned")
+        # w0 trains alone, then sends its state to the joiner w1 as a pickle.
         h = Harness(self, port=29430)
         h.add(env={"TEST_CORRUPT": "pickle", "TEST_PWNED": marker})
+        h.job.commit(["w0"])
+        h.all_step(["w0"], 1, min_step=3)
         h.add()
         h.job.commit(["w0", "w1"])
         codes = [h.procs[w].wait(60) for w in ("w0", "w1")]
         self.assertEqual(codes, [4, 4], "\n".join(h.log(w) for w in ("w0", "w1")))
         self.assertIn("was refused", h.log("w1"))
         self.assertFalse(os.path.exists(marker), "the payload ran code")
-        self.assertFalse([d for d in h.lines if "sum_ok" in d], "a rank trained on a refused state")
+        self.assertFalse([d for d in h.lines if "sum_ok" in d and d["generation"] == 2], "a rank trained on a refused state")
 
     def test_decoding_never_unpickles(self):
         import io
