@@ -103,6 +103,7 @@ class FakeSidecar:
         self.leaves = 0
         self.restarts = []
         self.requests = []
+        self.tokens = []  # the API token header of each POST (None: absent)
         self._subs = []
         self._lock = threading.Lock()
         self._draining = None
@@ -239,6 +240,7 @@ class FakeSidecar:
             def do_POST(self):
                 u = urllib.parse.urlsplit(self.path)
                 sc.requests.append(("POST", u.path, None))
+                sc.tokens.append(self.headers.get("X-Ringside-Token"))
                 body = self._body()
                 if u.path == "/v1/heartbeat":
                     unknown = set(body or {}) - set(contract.load("heartbeat_request.json"))
