@@ -35,6 +35,7 @@ import signal
 import sys
 import threading
 import time
+from typing import Any, Callable, Optional
 
 from . import _checkpoint
 from . import _failure
@@ -98,9 +99,11 @@ class _Drained(Exception):
 _LEAVE_TIMEOUT_S = 1.0
 
 
-def run(train_fn, state, socket=None, *, backend=None, local_rank=None, connect_timeout=30.0,
-        timeout=60.0, form_timeout=60.0, reform_after=5.0, stuck_restart_after=3.0, handle_sigterm=True,
-        max_retries=10, checkpoint_dir=None, checkpoint_every=50):
+def run(train_fn: Callable[["State"], Any], state: "State", socket: Optional[str] = None, *,
+        backend: Optional[str] = None, local_rank: Optional[int] = None, connect_timeout: float = 30.0,
+        timeout: float = 60.0, form_timeout: float = 60.0, reform_after: float = 5.0,
+        stuck_restart_after: Optional[float] = 3.0, handle_sigterm: bool = True, max_retries: int = 10,
+        checkpoint_dir: Optional[str] = None, checkpoint_every: int = 50) -> Any:
     """Trains with train_fn(state) in every generation this member is
     active in, until train_fn returns (run returns its value) or this
     member is drained out of the job (run returns None).

@@ -50,6 +50,8 @@ uneven end of an epoch, where a rank may get one batch more or less than
 another.
 """
 
+from typing import Optional
+
 import torch
 import torch.distributed as dist
 from torch.utils.data import Sampler
@@ -91,7 +93,7 @@ class ElasticSampler(Sampler):
     seed + epoch, the same on every rank. batch_size is only needed when
     the sampler itself is iterated before the first record_batch."""
 
-    def __init__(self, dataset_len, *, shuffle=True, seed=0, batch_size=None):
+    def __init__(self, dataset_len: int, *, shuffle: bool = True, seed: int = 0, batch_size: Optional[int] = None):
         if dataset_len < 0:
             raise ValueError("ElasticSampler: dataset_len %d is negative" % dataset_len)
         self.dataset_len = int(dataset_len)
@@ -118,13 +120,13 @@ class ElasticSampler(Sampler):
 
     # The training loop's calls.
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         """Starts epoch (from its first index); the current epoch again is
         a no-op, so a train_fn entered again after a re-form can call it."""
         if int(epoch) != self.epoch:
             self.epoch, self.consumed = int(epoch), 0
 
-    def record_batch(self, batch_size):
+    def record_batch(self, batch_size: int) -> None:
         """Counts one step of batch_size indices per rank as trained: call
         it on every rank after each optimizer step, before the commit."""
         batch_size = int(batch_size)
@@ -136,11 +138,11 @@ class ElasticSampler(Sampler):
         if r:
             self.consumed += r[0]
 
-    def remaining(self):
+    def remaining(self) -> int:
         """How many indices of the epoch the job has not trained yet."""
         return max(0, self.dataset_len - self.consumed)
 
-    def batches(self, batch_size):
+    def batches(self, batch_size: int) -> "_Batches":
         """A batch sampler (a DataLoader's batch_sampler=) over this sampler:
         one list of indices per step, the same number of steps on every
         rank."""

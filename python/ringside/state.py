@@ -33,6 +33,7 @@ import random
 import sys
 import threading
 import time
+from typing import Any
 
 from . import _codec
 from .errors import CollectiveFailed, StateCorrupt
@@ -238,7 +239,8 @@ class State:
     describe the current group.
     """
 
-    def __init__(self, model, optimizer=None, *, rng=True, commit_every=1, **fields):
+    def __init__(self, model: Any, optimizer: Any = None, *, rng: bool = True, commit_every: int = 1,
+                 **fields: Any) -> None:
         for k in fields:
             if k in _RESERVED or k.startswith("_"):
                 raise ValueError("State field %r is reserved; pick another name" % k)
@@ -274,7 +276,7 @@ class State:
         self._saver = None
         self.commit(check=False)
 
-    def register(self, name, obj):
+    def register(self, name: str, obj: Any) -> None:
         """Adds obj (with state_dict and load_state_dict) to what is
         committed and restored in place, as the attribute name; it is in
         the next commit."""
@@ -289,7 +291,7 @@ class State:
     # Commits.
 
     @property
-    def committed_step(self):
+    def committed_step(self) -> int:
         return self._snapshot["step"]
 
     def _capture(self, into):
@@ -345,7 +347,7 @@ class State:
         if self._rng:
             _rng_apply(snap.get("rng"))
 
-    def commit(self, check=True, force=False):
+    def commit(self, check: bool = True, force: bool = False) -> None:
         """Keeps the current state as the one to go back to (every
         commit_every steps, or with force), reports the step to the sidecar
         (in the background), then, with check, raises GenerationChanged or
@@ -369,25 +371,25 @@ class State:
         if check:
             self.check()
 
-    def check(self):
+    def check(self) -> None:
         """Raises GenerationChanged or DrainRequested when the sidecar asked
         for it; returns at once otherwise (no I/O)."""
         if self._session is not None:
             self._session.check(self.generation)
 
-    def restore(self):
+    def restore(self) -> None:
         """Goes back to the last commit."""
         self._apply(self._snapshot)
 
     # On disk.
 
-    def save(self, path):
+    def save(self, path: str) -> None:
         """Writes the last commit to path, atomically: a reader sees the
         previous file or this one, never a part (a temporary file in the
         same directory, flushed to disk, renamed over path)."""
         write_checkpoint(path, self._lend())
 
-    def load(self, path):
+    def load(self, path: str) -> None:
         """Makes the commit in path (written by save) the last commit and
         restores it. Raises StateCorrupt when the file is damaged or is not
         a ringside checkpoint (nothing in it is ever unpickled)."""
@@ -403,16 +405,16 @@ class State:
 
     # Consistency across ranks.
 
-    def digest(self):
+    def digest(self) -> bytes:
         """SHA-256 of the model's parameters and buffers (bytes)."""
         return tensors_digest(self.model.state_dict().items())
 
-    def checksum(self):
+    def checksum(self) -> str:
         """A short hex checksum of the model's parameters and buffers: equal
         on every rank that holds the same model."""
         return self.digest().hex()[:16]
 
-    def sync(self):
+    def sync(self) -> int:
         """Makes every rank of the current group hold the same state. The
         lowest rank holding the newest commit (rank 0 when all agree) sends
         it to the ranks whose commit is older (joiners, a rank a step
