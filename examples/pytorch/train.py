@@ -71,6 +71,9 @@ def parse_args(argv=None):
                    help="seconds one collective may take; the group re-forms after (live mode)")
     p.add_argument("--lines-dir", default=os.environ.get("TRAIN_LINES_DIR", ""),
                    help="also append every stdout line to DIR/<pid>.jsonl (for tests; env TRAIN_LINES_DIR)")
+    p.add_argument("--stats-dir", default="",
+                   help="live mode: append what each group's sync moved and what commits took so far to "
+                        "DIR/<member>-<pid>.jsonl, one line per group formed (for `ringside bench recovery`)")
     p.add_argument("--checkpoint", default="", help="restart mode: the checkpoint file rank 0 writes and every rank reads")
     p.add_argument("--checkpoint-every", type=int, default=1, help="restart mode: steps between checkpoints")
     p.add_argument("--log-level", default=os.environ.get("RINGSIDE_LOG_LEVEL", "info"))
@@ -148,6 +151,12 @@ def run_live(a, log):
     def train(state):
         emit(event="ring", generation=state.generation, rank=state.rank, world=state.world_size,
              step=state.step, checksum=state.checksum(), member=state.member)
+        if a.stats_dir:
+            st = state.stats
+            with open(os.path.join(a.stats_dir, "%s-%d.jsonl" % (state.member, os.getpid())), "a") as f:
+                f.write(json.dumps({"member": state.member, "generation": state.generation,
+                                    "sync_bytes": st["last_sync_bytes"], "commits": st["commits"],
+                                    "commit_s": st["commit_s"]}) + "\n")
         ddp = DistributedDataParallel(state.model, device_ids=[dev.index] if dev.type == "cuda" else None)
         while a.steps == 0 or state.step < a.steps:
             step = state.step + 1

@@ -90,7 +90,7 @@ func (s TrainerSpec) command(dir string) ([]string, error) {
 	}
 	step := fmt.Sprintf("%g", s.StepTime.Seconds())
 	if s.Mode == "live" {
-		return []string{python, script, "--step-time", step}, nil
+		return []string{python, script, "--step-time", step, "--stats-dir", statsDir(dir)}, nil
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -113,13 +113,17 @@ func checkFault(fault, mode string) error {
 
 // startTraining starts the local job named name, its sidecars batching
 // joins for settle, adds workers workers running the trainer, and waits
-// until all of them train together. stop closes the job and removes its
-// directory (unless LogDir keeps it).
+// until all of them train together. dir is the job's directory; stop
+// closes the job and removes dir (unless LogDir keeps it).
 func (s TrainerSpec) startTraining(ctx context.Context, name string, workers int, settle time.Duration, progress io.Writer) (
-	job *localjob.Job, track *localjob.Tracker, stop func(), err error) {
+	job *localjob.Job, track *localjob.Tracker, dir string, stop func(), err error) {
 	dir, cleanup, err := s.jobDir(name)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, "", nil, err
+	}
+	if err := os.MkdirAll(statsDir(dir), 0o755); err != nil {
+		cleanup()
+		return nil, nil, "", nil, err
 	}
 	trainer, err := s.command(dir)
 	if err == nil {
@@ -128,22 +132,22 @@ func (s TrainerSpec) startTraining(ctx context.Context, name string, workers int
 	}
 	if err != nil {
 		cleanup()
-		return nil, nil, nil, err
+		return nil, nil, "", nil, err
 	}
 	stop = func() { job.Close(); cleanup() }
 	track = localjob.NewTracker(job)
 	for range workers {
 		if _, err := job.AddWorker(ctx); err != nil {
 			stop()
-			return nil, nil, nil, err
+			return nil, nil, "", nil, err
 		}
 	}
 	fmt.Fprintf(progress, "%d workers started; waiting for all of them to train together\n", workers)
 	if _, err := track.AllStepAt(ctx, workers, time.Now()); err != nil {
 		stop()
-		return nil, nil, nil, err
+		return nil, nil, "", nil, err
 	}
-	return job, track, stop, nil
+	return job, track, dir, stop, nil
 }
 
 func lastLine(s string) string {
@@ -205,8 +209,22 @@ type GoodputResult struct {
 	DurationS  float64 `json:"duration_s"`
 	KillEveryS float64 `json:"kill_every_s"`
 	Faults     int     `json:"faults"`
-	// BaselineStepsPerS is the undisturbed job's rate, measured first.
+	// BaselineStepsPerS is the undisturbed job's rate, measured within the
+	// disturbed run: every stretch at the full world size inside one
+	// generation (less its first second) is a window, and the rate is the
+	// windows' steps over their time. BaselineP10/P90 are the windows'
+	// rates at p10 and p90 relative to it (their spread: a goodput closer
+	// to 1 than that spread cannot be told from 1), BaselineWindows how
+	// many there were and BaselineCoveredS the time they covered.
 	BaselineStepsPerS float64 `json:"baseline_steps_per_s"`
+	BaselineP10       float64 `json:"baseline_p10"`
+	BaselineP90       float64 `json:"baseline_p90"`
+	BaselineWindows   int     `json:"baseline_windows"`
+	BaselineCoveredS  float64 `json:"baseline_covered_s"`
+	// UpfrontStepsPerS is the rate of the undisturbed phase before the
+	// faults (Baseline long), for comparison; goodput falls back on it
+	// when the run holds no window.
+	UpfrontStepsPerS float64 `json:"upfront_steps_per_s"`
 	// UsefulSteps is how far the job's step counter advanced during the
 	// disturbed phase (steps redone after a fault count once);
 	// ExpectedSteps is what the baseline rate makes in the same time.
@@ -221,6 +239,9 @@ type GoodputResult struct {
 	// in the next generation.
 	StallP50S float64 `json:"stall_p50_s"`
 	StallMaxS float64 `json:"stall_max_s"`
+	// StallSumS is the stalls summed: 1 - StallSumS/DurationS is the
+	// goodput the stalls alone leave, without any baseline rate.
+	StallSumS float64 `json:"stall_sum_s"`
 }
 
 // Goodput runs Workers workers, measures their undisturbed step rate for
@@ -237,7 +258,7 @@ func Goodput(ctx context.Context, cfg GoodputConfig, progress io.Writer) (Goodpu
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	job, rec, stop, err := cfg.startTraining(ctx, "goodput", cfg.Workers, cfg.Settle, progress)
+	job, rec, _, stop, err := cfg.startTraining(ctx, "goodput", cfg.Workers, cfg.Settle, progress)
 	if err != nil {
 		return GoodputResult{}, err
 	}
@@ -250,12 +271,23 @@ func Goodput(ctx context.Context, cfg GoodputConfig, progress io.Writer) (Goodpu
 		return res, err
 	}
 	b1, t1 := rec.Top(), time.Now()
-	res.BaselineStepsPerS = float64(b1-b0) / t1.Sub(t0).Seconds()
-	fmt.Fprintf(progress, "undisturbed: %.2f steps/s over %s\n", res.BaselineStepsPerS, cfg.Baseline)
-	if res.BaselineStepsPerS <= 0 {
+	res.UpfrontStepsPerS = float64(b1-b0) / t1.Sub(t0).Seconds()
+	fmt.Fprintf(progress, "undisturbed: %.2f steps/s over %s\n", res.UpfrontStepsPerS, cfg.Baseline)
+	if res.UpfrontStepsPerS <= 0 {
 		return res, errors.New("the undisturbed job made no steps")
 	}
 
+	var samples []rateSample
+	rec.Every(100*time.Millisecond, func() {
+		gen, world := rec.Generation(), 0
+		for _, l := range rec.Last() {
+			if l.Generation == gen {
+				world = max(world, l.World)
+			}
+		}
+		samples = append(samples, rateSample{at: time.Now(), top: rec.Top(), gen: gen, world: world, fullWorld: world == cfg.Workers})
+	})
+	defer rec.Every(0, nil)
 	start, s0 := time.Now(), rec.Top()
 	end := start.Add(cfg.Duration)
 	var stalls []float64
@@ -302,11 +334,22 @@ func Goodput(ctx context.Context, cfg GoodputConfig, progress io.Writer) (Goodpu
 		return res, err
 	}
 	s1, elapsed := rec.Top(), time.Since(start)
+	pooled, rates, covered := inRunBaseline(samples)
+	res.BaselineStepsPerS, res.BaselineWindows, res.BaselineCoveredS = pooled, len(rates), covered.Seconds()
+	res.BaselineP10, res.BaselineP90 = spread(rates, pooled)
+	if pooled <= 0 {
+		res.BaselineStepsPerS = res.UpfrontStepsPerS
+	}
+	fmt.Fprintf(progress, "undisturbed within the run: %.2f steps/s over %d windows (%.0fs; p10 %.3f, p90 %.3f of it); up front %.2f steps/s\n",
+		res.BaselineStepsPerS, len(rates), covered.Seconds(), res.BaselineP10, res.BaselineP90, res.UpfrontStepsPerS)
 	res.UsefulSteps = s1 - s0
 	res.ExpectedSteps = res.BaselineStepsPerS * elapsed.Seconds()
 	res.Goodput = float64(res.UsefulSteps) / res.ExpectedSteps
 	res.SampleGoodput = float64(rec.Samples(s0, s1)) / (res.ExpectedSteps * float64(cfg.Workers))
 	p := quantile.Each(stalls, 0.5, 1)
 	res.StallP50S, res.StallMaxS = p[0], p[1]
+	for _, st := range stalls {
+		res.StallSumS += st
+	}
 	return res, nil
 }

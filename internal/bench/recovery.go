@@ -46,6 +46,13 @@ type RecoveryResult struct {
 	JoinToTrainP50S  float64 `json:"join_to_train_p50_s"`
 	SettleS          float64 `json:"settle_s"`
 	PauseS           float64 `json:"pause_s,omitempty"`
+	// The PyTorch trainer in live mode: what one commit took on average
+	// (the trainer commits after every step), and the bytes a re-form's
+	// sync moved (p50 and largest; only ranks whose commit is older are
+	// sent the state, so a kill moves little and a join one snapshot).
+	CommitMsPerStep float64 `json:"commit_ms_per_step,omitempty"`
+	SyncBytesP50    int64   `json:"sync_bytes_p50,omitempty"`
+	SyncBytesMax    int64   `json:"sync_bytes_max,omitempty"`
 }
 
 // Recovery runs Workers workers (sidecar + trainer: the Go ring trainer, or
@@ -65,7 +72,7 @@ func Recovery(ctx context.Context, cfg RecoveryConfig, progress io.Writer) (Reco
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	job, w, stop, err := cfg.startTraining(ctx, "recovery", cfg.Workers, cfg.Settle, progress)
+	job, w, dir, stop, err := cfg.startTraining(ctx, "recovery", cfg.Workers, cfg.Settle, progress)
 	if err != nil {
 		return RecoveryResult{}, err
 	}
@@ -140,5 +147,15 @@ func Recovery(ctx context.Context, cfg RecoveryConfig, progress io.Writer) (Reco
 	p := quantile.Each(resumes, 0.5, 0.95)
 	res.KillToResumeP50S, res.KillToResumeP95S = p[0], p[1]
 	res.JoinToTrainP50S = quantile.Of(joins, 0.5)
+	if cfg.Trainer == "pytorch" && cfg.Mode == "live" {
+		costs, err := readTrainerCosts(statsDir(dir))
+		if err != nil {
+			return res, err
+		}
+		res.CommitMsPerStep = costs.CommitMs
+		res.SyncBytesP50, res.SyncBytesMax = syncBytesFigures(costs)
+		fmt.Fprintf(progress, "a commit took %.2f ms per step; a re-form's sync moved %d bytes (p50), %d at most\n",
+			res.CommitMsPerStep, res.SyncBytesP50, res.SyncBytesMax)
+	}
 	return res, nil
 }

@@ -3,14 +3,16 @@
 - ringside.client: the sidecar's trainer API (rendezvous, events,
   heartbeat, failure, leave), standard library only.
 - ringside.elastic: live elastic PyTorch training: State (commit, restore,
-  sync) and run(train_fn, state). torch is imported only when used.
+  sync, save, load), run(train_fn, state) and ElasticSampler. torch is
+  imported only when used.
 """
 
+from ._version import __version__
 from .client import API_VERSION, Client, Event, Member, Rendezvous
-from .errors import IncompatibleSidecar, RingsideError, SidecarError, SidecarLost, SidecarUnreachable, StateCorrupt
+from .errors import (CollectiveFailed, IncompatibleSidecar, RingsideError, SidecarError, SidecarLost, SidecarUnreachable,
+                     StateCorrupt)
 
 __all__ = [
     "API_VERSION", "Client", "Event", "Member", "Rendezvous", "RingsideError", "SidecarUnreachable",
-    "IncompatibleSidecar", "SidecarError", "SidecarLost", "StateCorrupt",
+    "IncompatibleSidecar", "SidecarError", "SidecarLost", "StateCorrupt", "CollectiveFailed", "__version__",
 ]
-__version__ = "0.1.0"

@@ -61,7 +61,8 @@ def default_backend():
 class Group:
     """A formed process group: the default group of torch.distributed."""
 
-    def __init__(self, generation, rank, world_size, backend, server, store, before, master_port, timeout_s):
+    def __init__(self, generation, rank, world_size, backend, server, store, before, master_port, timeout_s,
+                 peers=None, pg=None):
         self.generation = generation
         self.timeout_s = timeout_s
         # After an abort: on_stuck(group) is called once the training
@@ -75,7 +76,9 @@ class Group:
         self._server = server
         self._store = store
         self._before = before
-        self._sockets = set()
+        self._peers = peers
+        self._pg = pg  # the process group object this Group aborts, never a later one
+        self._sockets = {}  # {inode: peer host}
         self._lock = threading.Lock()
         self.aborted = False
         self.destroyed = False
@@ -89,22 +92,33 @@ class Group:
         self._store.close()
         if self.backend != "gloo" or not _sockets.supported():
             return
-        found = _sockets.group_sockets(self._before, exclude_port=self.master_port)
+        found = _sockets.group_sockets(self._before, exclude_port=self.master_port, peers=self._peers)
+        log.debug("generation %d: the group's connections: %s", self.generation, sorted(found.values()))
         with self._lock:
             self._sockets = found
-        if self.aborted:
-            _sockets.shutdown(found)
+            if self.aborted and not self.destroyed:
+                _sockets.shutdown(found)
+
+    def broken_links(self):
+        """The peer hosts of this group's connections that went down (see
+        _sockets.broken); empty where the links are not known (NCCL, or
+        before formed())."""
+        with self._lock:
+            links = dict(self._sockets)
+        return _sockets.broken(links) if links else []
 
     def abort(self, why=""):
         """Makes any collective blocked in this group fail at once. Safe from
         any thread, more than once."""
+        # Under the lock, so destroy() (which takes it first) cannot run
+        # meanwhile: an abort that comes as the group is destroyed and the
+        # next one formed never reaches the next one.
         with self._lock:
             if self.aborted or self.destroyed:
                 return
             self.aborted = True
-            sockets = set(self._sockets)
-        native = _native_abort(self.backend)
-        n = _sockets.shutdown(sockets) if sockets else 0
+            native = _native_abort(self.backend, self._pg)
+            n = _sockets.shutdown(set(self._sockets)) if self._sockets else 0
         log.info("aborted the process group of generation %d (%s): native abort %s, %d sockets shut down",
                  self.generation, why or "asked", "used" if native else "not available", n)
         threading.Thread(target=self._watch_abort, name="ringside-abort", daemon=True).start()
@@ -140,6 +154,7 @@ class Group:
             if self.destroyed:
                 return
             self.destroyed = True
+        self._pg = None
         import torch.distributed as dist
 
         t0 = time.monotonic()
@@ -157,9 +172,19 @@ class Group:
         log.debug("generation %d: group destroyed in %.3fs, gc %.3fs", self.generation, t1 - t0, time.monotonic() - t1)
 
 
-def _native_abort(backend):
-    """Calls torch's own abort of the default group, where it has one (not
-    for gloo: aborting a gloo group is what the socket shutdown does)."""
+def _default_group():
+    try:
+        from torch.distributed import distributed_c10d as c10d
+
+        return c10d._get_default_group()
+    except Exception:
+        return None
+
+
+def _native_abort(backend, pg=None):
+    """Calls torch's own abort of pg (the group formed for this generation;
+    None: the default group), where torch has one (not for gloo: aborting a
+    gloo group is what the socket shutdown does)."""
     if backend == "gloo":
         return False
     try:
@@ -167,18 +192,16 @@ def _native_abort(backend):
         from torch.distributed import distributed_c10d as c10d
     except ImportError:
         return False
+    if pg is None:
+        pg = _default_group()
     fn = getattr(c10d, "_abort_process_group", None)  # torch >= 2.6
     if fn is not None:
         try:
-            fn()
+            fn(pg) if pg is not None else fn()
             return True
         except Exception as e:
             log.debug("_abort_process_group: %s", e)
-    if backend != "nccl":
-        return False
-    try:
-        pg = c10d._get_default_group()
-    except Exception:
+    if backend != "nccl" or pg is None:
         return False
     candidates = [pg]
     get_backend = getattr(pg, "_get_backend", None)
@@ -234,10 +257,10 @@ def _store(r, rank, form_timeout, should_stop):
     server = None
     if rank == 0:
         try:
-            server = _store_mod.Server(r.master_addr, r.master_port)
+            server = _store_mod.Server(r.master_addr, r.master_port, token=r.store_token)
         except _store_mod.StoreError as e:
             raise FormationFailed(str(e)) from e
-    client = _store_mod.make_client(r.master_addr, r.master_port, form_timeout, should_stop)
+    client = _store_mod.make_client(r.master_addr, r.master_port, form_timeout, should_stop, token=r.store_token)
     try:
         client.connect(time.monotonic() + form_timeout)
     except _store_mod.StoreError as e:
@@ -296,9 +319,10 @@ def form(r, local_rank, backend=None, timeout=60.0, form_timeout=60.0, should_st
 
     backend = backend or default_backend()
     rank = r.rank + local_rank
+    extra = {}
     if backend == "nccl":
-        for k, v in (r.nccl or {}).items():
-            os.environ.setdefault(k, v)
+        apply_nccl_env(r.nccl)
+        extra = _cuda_device(local_rank, c10d)
     if dist.is_initialized():
         dist.destroy_process_group()
     before = set(_sockets.fd_inodes())
@@ -316,7 +340,7 @@ def form(r, local_rank, backend=None, timeout=60.0, form_timeout=60.0, should_st
             c10d.ProcessGroupGloo = bound
         if barrier is not None:
             c10d._store_based_barrier = barrier
-        dist.init_process_group(backend, store=prefix, rank=rank, world_size=r.world_size, timeout=_td(timeout))
+        dist.init_process_group(backend, store=prefix, rank=rank, world_size=r.world_size, timeout=_td(timeout), **extra)
         log.debug("generation %d: store %.3fs, peers %.3fs, init_process_group %.3fs", r.generation, t1 - t0, t2 - t1,
                   time.monotonic() - t2)
     except Exception as e:
@@ -334,4 +358,55 @@ def form(r, local_rank, backend=None, timeout=60.0, form_timeout=60.0, should_st
             c10d.ProcessGroupGloo = orig
         if barrier is not None:
             c10d._store_based_barrier = orig_barrier
-    return Group(r.generation, rank, r.world_size, backend, server, store, before, r.master_port, timeout)
+    peers = {m.addr for m in r.members if m.addr}
+    return Group(r.generation, rank, r.world_size, backend, server, store, before, r.master_port, timeout,
+                 peers=peers or None, pg=_default_group())
+
+
+# What the abort path needs of NCCL: with asynchronous error handling on
+# (torch 2.x's default, 3), NCCL's watchdog tears the process down when a
+# collective fails or times out, and a survivor whose group ringside aborted
+# would die with it; ringside aborts the communicators itself (the watcher)
+# and re-forms. A value the user set is kept.
+NCCL_ERROR_HANDLING = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0", "NCCL_ASYNC_ERROR_HANDLING": "0"}
+
+# The NCCL variables ringside set, and to what: a later generation's
+# settings replace them (a new member set may need another interface);
+# a variable the user set before is never touched.
+_applied_nccl = {}
+
+
+def apply_nccl_env(settings):
+    """Sets the NCCL environment of a new generation: its settings
+    (netopt's, through the sidecar) and NCCL_ERROR_HANDLING."""
+    for k, v in list(NCCL_ERROR_HANDLING.items()) + list((settings or {}).items()):
+        cur = os.environ.get(k)
+        if cur is not None and _applied_nccl.get(k) != cur:
+            if k not in NCCL_ERROR_HANDLING and cur != v:
+                log.debug("keeping %s=%s from the environment (the generation suggests %s)", k, cur, v)
+            continue
+        os.environ[k] = v
+        _applied_nccl[k] = v
+
+
+def _cuda_device(local_rank, c10d):
+    """Selects this slot's GPU (cuda:LOCAL_RANK) before NCCL starts and
+    returns init_process_group's device_id argument where torch has one (it
+    binds the communicator to that GPU and forms it eagerly)."""
+    import inspect
+
+    import torch
+
+    if not torch.cuda.is_available():
+        return {}
+    n = torch.cuda.device_count()
+    if local_rank >= n:
+        raise FormationFailed("LOCAL_RANK %d, but this process sees %d GPUs (CUDA_VISIBLE_DEVICES=%s)"
+                              % (local_rank, n, os.environ.get("CUDA_VISIBLE_DEVICES", "unset")))
+    torch.cuda.set_device(local_rank)
+    try:
+        if "device_id" in inspect.signature(c10d.init_process_group).parameters:
+            return {"device_id": torch.device("cuda", local_rank)}
+    except (TypeError, ValueError):
+        pass
+    return {}

@@ -14,28 +14,69 @@ import os
 import socket
 
 
-def endpoints(fd):
-    """(local_port, remote_port) of fd if it is a connected TCP socket,
-    else None. Asked of the socket itself: /proc/net/tcp can skip entries
-    while the table changes."""
+def _dup_socket(fd):
+    """A socket object on a duplicate of fd (closing it leaves fd open), or
+    None."""
     try:
         dup = os.dup(fd)
     except OSError:
         return None
     try:
-        s = socket.socket(fileno=dup)
+        return socket.socket(fileno=dup)
     except OSError:
         os.close(dup)
+        return None
+
+
+def endpoints(fd):
+    """(local_port, remote_port, remote_host) of fd if it is a connected TCP
+    socket, else None. Asked of the socket itself: /proc/net/tcp can skip
+    entries while the table changes."""
+    s = _dup_socket(fd)
+    if s is None:
         return None
     try:
         if s.family not in (socket.AF_INET, socket.AF_INET6) or s.type != socket.SOCK_STREAM:
             return None
-        return s.getsockname()[1], s.getpeername()[1]
+        peer = s.getpeername()
+        return s.getsockname()[1], peer[1], peer[0]
     except OSError:
         return None  # listening or not connected: gloo's and the store's
         # loops treat an error on their listener as fatal
     finally:
         s.close()
+
+
+# tcpi_state of a connection both ends still hold (linux/tcp_states.h).
+_TCP_ESTABLISHED = 1
+
+
+def _tcp_state(fd):
+    s = _dup_socket(fd)
+    if s is None:
+        return None
+    try:
+        return s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0]
+    except OSError:
+        return None
+    finally:
+        s.close()
+
+
+def broken(links):
+    """The peer hosts of links ({inode: peer host}, from group_sockets) whose
+    connection is no longer established: closed here (gloo closes a pair
+    that failed), or closed or reset by the peer. That a collective failed
+    because a link went down is known from the link, not from the words of
+    the error."""
+    fds = fd_inodes()
+    out = []
+    for ino, host in links.items():
+        fd = fds.get(ino)
+        state = _tcp_state(fd) if fd is not None else None
+        if state != _TCP_ESTABLISHED:
+            out.append(host)
+    return sorted(set(out))
 
 
 def fd_inodes():
@@ -63,18 +104,51 @@ def supported():
     return os.path.isdir("/proc/self/fd")
 
 
-def group_sockets(before, exclude_port):
-    """The connected TCP sockets (inodes) this process opened since before
-    (a set of inodes from fd_inodes()), less those whose local or remote
-    port is exclude_port (the TCPStore's)."""
-    out = set()
-    for ino, fd in fd_inodes().items():
-        if ino in before:
+def _loopback(host):
+    return host.startswith("127.") or host == "::1"
+
+
+def _listening_port(fd):
+    s = _dup_socket(fd)
+    if s is None:
+        return None
+    try:
+        if s.family not in (socket.AF_INET, socket.AF_INET6) or s.type != socket.SOCK_STREAM:
+            return None
+        if not s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+            return None
+        return s.getsockname()[1]
+    except OSError:
+        return None
+    finally:
+        s.close()
+
+
+def group_sockets(before, exclude_port, peers=None):
+    """The connected TCP sockets this process opened since before (a set of
+    inodes from fd_inodes()), less those whose local or remote port is
+    exclude_port (the store's), as {inode: peer host}. With peers (a set of
+    hosts), only the group's own connections count: those to one of the
+    peers, and those accepted on a port this process started listening on
+    since before (gloo's); a socket the training code opened meanwhile (a
+    logger, a download) is left alone."""
+    fds = {ino: fd for ino, fd in fd_inodes().items() if ino not in before}
+    listening = {p for p in (_listening_port(fd) for fd in fds.values()) if p is not None}
+    # A job on one host's loopback addresses (tests, a local run): the
+    # kernel picks 127.0.0.1 as the source of a connection to 127.0.0.x,
+    # so a peer's connection does not come from its member address.
+    local = peers is not None and any(_loopback(h) for h in peers)
+    out = {}
+    for ino, fd in fds.items():
+        ends = endpoints(fd)
+        if ends is None or exclude_port in ends[:2]:
             continue
-        ports = endpoints(fd)
-        if ports is None or exclude_port in ports:
+        host = ends[2]
+        if host.startswith("::ffff:"):
+            host = host[7:]
+        if peers is not None and host not in peers and ends[0] not in listening and not (local and _loopback(host)):
             continue
-        out.add(ino)
+        out[ino] = host
     return out
 
 
@@ -86,16 +160,8 @@ def shutdown(inodes):
     n = 0
     for ino in inodes:
         fd = fds.get(ino)
-        if fd is None:
-            continue
-        try:
-            dup = os.dup(fd)
-        except OSError:
-            continue
-        try:
-            s = socket.socket(fileno=dup)
-        except OSError:
-            os.close(dup)
+        s = _dup_socket(fd) if fd is not None else None
+        if s is None:
             continue
         try:
             s.shutdown(socket.SHUT_RDWR)

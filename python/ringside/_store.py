@@ -10,18 +10,40 @@ the dead member hosted the store. Here an error on the store's connections
 is a Python exception in the thread that made the call; clients close their
 connection once the group has formed (reconnecting if asked again), and
 blocking waits give up as soon as a newer generation is announced.
+
+Who may use it: the server binds the member's advertised address only
+(never every address), and with the generation's store token (a secret the
+sidecar hands out with the rendezvous) it admits only clients that prove
+they hold it: on connecting, the server sends a random challenge, the
+client answers with HMAC-SHA256(token, challenge), and a wrong or missing
+answer closes the connection before any request is read. The token never
+crosses the wire.
 """
 
 import base64
 import datetime
+import errno
+import hashlib
+import hmac
 import json
+import logging
+import os
 import socket
 import socketserver
 import struct
 import threading
 import time
 
+log = logging.getLogger("ringside")
+
 _HEADER = struct.Struct(">I")
+# A client has this long to answer the challenge.
+_HANDSHAKE_S = 5.0
+# How long a server waits for its port to come free: the same generation
+# formed again reuses its port, and the last server closes in the background.
+_BIND_RETRY_S = 2.0
+# Addresses that would serve the store to every network of the pod.
+_WILDCARD = {"", "0.0.0.0", "::", "[::]", "*"}
 _MAX_MESSAGE = 64 << 20
 # A blocking wait is asked of the server in slices this long, so the
 # client checks between them whether to give up.
@@ -52,6 +74,56 @@ def _recv(sock):
     if n > _MAX_MESSAGE:
         raise StoreError("store message of %d bytes is larger than %d" % (n, _MAX_MESSAGE))
     return json.loads(_recv_exact(sock, n))
+
+
+def _key(token):
+    """The HMAC key of a store token: the bytes its hex stands for."""
+    if not token:
+        return None
+    try:
+        return bytes.fromhex(token)
+    except ValueError:
+        return token.encode()
+
+
+def _answer(key, challenge):
+    return hmac.new(key, b"ringside-store/1:" + bytes.fromhex(challenge), hashlib.sha256).hexdigest()
+
+
+def _admit(sock, key):
+    """The server's side of the handshake: True once the client proved it
+    holds key (always, without a key)."""
+    challenge = os.urandom(16).hex() if key is not None else None
+    _send(sock, {"hello": 1, "challenge": challenge})
+    if key is None:
+        return True
+    sock.settimeout(_HANDSHAKE_S)
+    try:
+        reply = _recv(sock)
+    finally:
+        sock.settimeout(None)
+    got = reply.get("auth") if isinstance(reply, dict) else None
+    if not isinstance(got, str) or not hmac.compare_digest(got, _answer(key, challenge)):
+        _send(sock, {"error": "refused: this store admits only the ranks of its generation (a wrong or missing "
+                              "store token)"})
+        return False
+    _send(sock, {"ok": True})
+    return True
+
+
+def _greet(sock, key, where):
+    """The client's side of the handshake."""
+    hello = _recv(sock)
+    challenge = hello.get("challenge") if isinstance(hello, dict) else None
+    if challenge is None:
+        return
+    if key is None:
+        raise StoreError("the store at %s asks for the generation's store token, and this rank has none (a "
+                         "sidecar older than the store's?)" % where)
+    _send(sock, {"auth": _answer(key, challenge)})
+    resp = _recv(sock)
+    if not resp.get("ok"):
+        raise StoreError("the store at %s refused this rank: %s" % (where, resp.get("error", "no reason given")))
 
 
 def _b64(v):
@@ -115,17 +187,27 @@ class _Data:
 
 
 class Server:
-    """Serves the store on host:port (all addresses if host cannot be bound)
-    from daemon threads until close()."""
+    """Serves the store on host:port (host: this member's advertised
+    address, never a wildcard) from daemon threads until close(). With
+    token (the generation's store token, hex), only clients holding it are
+    served."""
 
-    def __init__(self, host, port):
+    def __init__(self, host, port, token=None):
+        if host in _WILDCARD:
+            raise StoreError("the store serves this member's advertised address only, and the rendezvous names "
+                             "none (%r): give the sidecar its pod address (--addr)" % host)
         data = _Data()
+        key = _key(token)
 
         class Handler(socketserver.BaseRequestHandler):
             def handle(self):
                 sock = self.request
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 try:
+                    if not _admit(sock, key):
+                        log.warning("the store refused a client from %s: it did not hold the generation's store "
+                                    "token", self.client_address[0])
+                        return
                     while True:
                         req = _recv(sock)
                         try:
@@ -147,14 +229,17 @@ class Server:
             # retried only after a second.
             request_queue_size = 1024
 
-        try:
-            self._srv = TCPServer((host, port), Handler)
-        except OSError:
-            TCPServer.address_family = socket.AF_INET6
+        deadline = time.monotonic() + _BIND_RETRY_S
+        while True:
             try:
-                self._srv = TCPServer(("::", port), Handler)
+                self._srv = TCPServer((host.strip("[]"), port), Handler)
+                break
             except OSError as e:
-                raise StoreError("serve the store on port %d: %s" % (port, e)) from e
+                if e.errno == errno.EADDRINUSE and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    continue
+                raise StoreError("serve the store on this member's address %s:%d: %s (only that address is "
+                                 "bound)" % (host, port, e)) from e
         self._thread = threading.Thread(target=self._srv.serve_forever, kwargs={"poll_interval": 0.2},
                                         name="ringside-store", daemon=True)
         self._thread.start()
@@ -171,10 +256,12 @@ class Server:
         threading.Thread(target=stop, name="ringside-store-close", daemon=True).start()
 
 
-def make_client(host, port, timeout_s, interrupted=lambda: False):
-    """A torch.distributed.Store talking to the server at host:port.
+def make_client(host, port, timeout_s, interrupted=lambda: False, token=None):
+    """A torch.distributed.Store talking to the server at host:port, proving
+    it holds token (the generation's store token) when the server asks.
     interrupted is polled during blocking waits: once it returns true they
     raise StoreError."""
+    key = _key(token)
     import torch.distributed as dist
 
     class Client(dist.Store):
@@ -206,7 +293,12 @@ def make_client(host, port, timeout_s, interrupted=lambda: False):
         def _connect(self):
             if self._sock is None:
                 s = socket.create_connection(self._addr, timeout=2.0)
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                try:
+                    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    _greet(s, key, "%s:%d" % (host, port))
+                except BaseException:
+                    s.close()
+                    raise
                 self._sock = s
 
         def close(self):
@@ -272,6 +364,16 @@ def make_client(host, port, timeout_s, interrupted=lambda: False):
 
         def num_keys(self):
             return int(self._call({"op": "num"})["n"])
+
+        # torch 1.13's trampoline looks the C++ names up (a PrefixStore,
+        # which torch wraps every store in, calls these).
+        deleteKey = delete_key
+        getNumKeys = num_keys
+
+        def clone(self):
+            """A new client of the same server, with its own connection
+            (torch 2.x clones the store for its own threads)."""
+            return make_client(host, port, self.timeout.total_seconds(), self._interrupted, token)
 
         def append(self, key, value):
             self._call({"op": "append", "k": key, "v": _b64(value)})

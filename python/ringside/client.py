@@ -24,6 +24,15 @@ from .errors import IncompatibleSidecar, SidecarError, SidecarUnreachable
 API_VERSION = "v1"
 DEFAULT_SOCKET = "/var/run/ringside/ringside.sock"
 
+# The trainer API's mutating endpoints (heartbeat, failure, leave, restart)
+# accept only the pod's own trainer: a token in a file the sidecar writes
+# next to its socket (the shared emptyDir), sent in this header. A sidecar
+# that writes no token file asks for none. RINGSIDE_API_TOKEN_FILE names
+# the file for a sidecar on TCP (or anywhere else).
+TOKEN_HEADER = "X-Ringside-Token"
+TOKEN_FILE = "api-token"
+TOKEN_FILE_ENV = "RINGSIDE_API_TOKEN_FILE"
+
 # Member states in a rendezvous.
 ACTIVE, STANDBY, PAUSED, EXCLUDED = "active", "standby", "paused", "excluded"
 
@@ -61,6 +70,9 @@ class Rendezvous:
     nccl: Dict[str, str] = field(default_factory=dict)
     reason: str = ""
     api_version: str = API_VERSION
+    # The generation's secret for its store (hex): rank 0's store admits
+    # only clients that hold it. Empty from a sidecar that sends none.
+    store_token: str = field(default="", repr=False)
 
     @classmethod
     def from_json(cls, d, address="the sidecar"):
@@ -91,6 +103,7 @@ class Rendezvous:
                 nccl=dict(d.get("nccl") or {}),
                 reason=str(d.get("reason", "")),
                 api_version=version,
+                store_token=str(d.get("store_token") or ""),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise IncompatibleSidecar("the sidecar at %s sent a malformed rendezvous (%s): %r" % (address, e, d)) from None
@@ -188,19 +201,66 @@ class EventStream:
         self.close()
 
 
-class Client:
-    """Talks to one sidecar. address is a unix socket path or an http:// URL;
-    None reads RINGSIDE_SOCKET, else DEFAULT_SOCKET. timeout bounds every call
-    but the long poll (which adds its own wait) and the event stream."""
+def normalize_address(address):
+    """The sidecar address in its canonical form: a unix socket path (from
+    PATH, unix:PATH or unix://PATH) or an http(s)://host:port[/prefix] URL
+    (a query string or fragment dropped)."""
+    address = address.strip()
+    if address.startswith("unix://"):
+        return address[len("unix://"):] or "/"
+    if address.startswith("unix:"):
+        return address[len("unix:"):]
+    if address.startswith(("http://", "https://")):
+        u = urllib.parse.urlsplit(address)
+        return urllib.parse.urlunsplit((u.scheme, u.netloc, u.path.rstrip("/"), "", ""))
+    return address
 
-    def __init__(self, address=None, timeout=10.0):
-        self.address = address or os.environ.get("RINGSIDE_SOCKET") or DEFAULT_SOCKET
+
+class Client:
+    """Talks to one sidecar. address is a unix socket path (or unix://PATH)
+    or an http:// URL; None reads RINGSIDE_SOCKET, else DEFAULT_SOCKET.
+    timeout bounds every call but the long poll (which adds its own wait)
+    and the event stream."""
+
+    def __init__(self, address: Optional[str] = None, timeout: float = 10.0):
+        self.address = normalize_address(address or os.environ.get("RINGSIDE_SOCKET") or DEFAULT_SOCKET)
         self.timeout = timeout
         if self.address.startswith(("http://", "https://")):
             u = urllib.parse.urlsplit(self.address)
-            self._tcp = (u.scheme, u.hostname, u.port, u.path.rstrip("/"))
+            try:
+                port = u.port
+            except ValueError as e:
+                raise ValueError("sidecar address %r: %s" % (self.address, e)) from None
+            if not u.hostname:
+                raise ValueError("sidecar address %r names no host: use http://HOST:PORT" % self.address)
+            self._tcp = (u.scheme, u.hostname, port, u.path.rstrip("/"))
         else:
             self._tcp = None
+
+    def token_file(self) -> Optional[str]:
+        """Where the API token is read from: RINGSIDE_API_TOKEN_FILE, else
+        TOKEN_FILE next to the unix socket; None for a TCP sidecar without
+        the variable."""
+        path = os.environ.get(TOKEN_FILE_ENV)
+        if path:
+            return path
+        if self._tcp is None:
+            return os.path.join(os.path.dirname(self.address) or ".", TOKEN_FILE)
+        return None
+
+    def _auth_headers(self):
+        """The headers that authenticate a mutating call: TOKEN_HEADER with
+        the token file's content, read on every call (the sidecar may
+        rotate it), or none where there is no such file."""
+        path = self.token_file()
+        if not path:
+            return {}
+        try:
+            with open(path) as f:
+                token = f.read().strip()
+        except OSError:
+            return {}
+        return {TOKEN_HEADER: token} if token else {}
 
     def __repr__(self):
         return "Client(%r)" % self.address
@@ -215,7 +275,7 @@ class Client:
     def _open(self, method, path, body=None, timeout=None):
         """Sends a request and returns (connection, response)."""
         conn, prefix = self._connection(self.timeout if timeout is None else timeout)
-        headers = {}
+        headers = self._auth_headers() if method != "GET" else {}
         data = None
         if body is not None:
             data = json.dumps(body).encode()

@@ -35,7 +35,10 @@ import signal
 import sys
 import threading
 import time
+from typing import Any, Callable, Optional
 
+from . import _checkpoint
+from . import _failure
 from . import _group
 from . import _watcher
 from ._watcher import Heartbeats, Watcher
@@ -43,15 +46,22 @@ from .client import ACTIVE, Client
 from .errors import IncompatibleSidecar, RingsideError, SidecarError, SidecarLost, SidecarUnreachable, StateCorrupt
 from .state import DrainRequested, GenerationChanged, Interrupted, State
 
-__all__ = ["run", "State", "Interrupted", "GenerationChanged", "DrainRequested", "StateCorrupt"]
+__all__ = ["run", "State", "Interrupted", "GenerationChanged", "DrainRequested", "StateCorrupt", "ElasticSampler",
+           "collate_allow_empty"]
+
+
+def __getattr__(name):
+    # The sampler is a torch Sampler: torch is imported when it is asked for.
+    if name in ("ElasticSampler", "collate_allow_empty"):
+        from . import sampler
+
+        return getattr(sampler, name)
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 log = logging.getLogger("ringside")
 
-# Words by which a failed collective's exception is told from a bug in
-# train_fn (which run() re-raises).
-_COLLECTIVE_ERROR = re.compile(
-    r"gloo|nccl|c10d|connection (closed|reset|refused)|closed by peer|broken pipe|timed out|timeout|"
-    r"socket|processgroup|store|abort|connect", re.IGNORECASE)
+# A peer's address in a failed collective's message: only a hint of whom
+# to name to the sidecar, never how the failure is recognised (_failure).
 _PEER_ADDR = re.compile(r"\[([0-9a-fA-F:.]+)\]:\d+")
 
 
@@ -59,9 +69,10 @@ class _Session:
     """What State needs from run() while it trains: the watcher's flags and
     the heartbeat sender."""
 
-    def __init__(self, watcher, beats):
+    def __init__(self, watcher, beats, checkpointer=None):
         self.watcher = watcher
         self.beats = beats
+        self.checkpointer = checkpointer
 
     def check(self, generation):
         w = self.watcher
@@ -75,14 +86,24 @@ class _Session:
     def committed(self, state, step_time_s):
         if self.beats is not None:
             self.beats.post(state.step, state.samples, step_time_s, state.generation)
+        if self.checkpointer is not None and state.rank == 0:
+            self.checkpointer.committed(state)
 
 
 class _Drained(Exception):
     pass
 
 
-def run(train_fn, state, socket=None, *, backend=None, local_rank=None, connect_timeout=30.0,
-        timeout=60.0, form_timeout=60.0, reform_after=5.0, stuck_restart_after=3.0, handle_sigterm=True):
+# How long the leave request of a trainer whose train_fn raised may take:
+# the error is on its way to the user and waits for it.
+_LEAVE_TIMEOUT_S = 1.0
+
+
+def run(train_fn: Callable[["State"], Any], state: "State", socket: Optional[str] = None, *,
+        backend: Optional[str] = None, local_rank: Optional[int] = None, connect_timeout: float = 30.0,
+        timeout: float = 60.0, form_timeout: float = 60.0, reform_after: float = 5.0,
+        stuck_restart_after: Optional[float] = 3.0, handle_sigterm: bool = True, max_retries: int = 10,
+        checkpoint_dir: Optional[str] = None, checkpoint_every: int = 50) -> Any:
     """Trains with train_fn(state) in every generation this member is
     active in, until train_fn returns (run returns its value) or this
     member is drained out of the job (run returns None).
@@ -109,6 +130,23 @@ def run(train_fn, state, socket=None, *, backend=None, local_rank=None, connect_
     seconds. With handle_sigterm (main thread only), a SIGTERM drains this
     member instead of killing the process; a second one exits.
 
+    A failed collective (the group broke: a peer died, the sidecar
+    announced a new generation) is recognised by what happened, never by
+    the words of its message (see _failure): then run() restores the last
+    commit and re-forms. Anything else that train_fn raises propagates at
+    once with its traceback, after the sidecar is told that this member
+    leaves the job (the others re-form without it). A group that breaks
+    more than max_retries times with no commit newer than at its previous
+    break raises RingsideError, however often it was formed and synced in
+    between.
+
+    With checkpoint_dir, rank 0 writes the last commit there every
+    checkpoint_every committed steps (in the background, atomically; and
+    once more when run returns), and every trainer starts from the
+    checkpoint when it is newer than its own commit: a job that lost every
+    member resumes from disk. A trainer that cannot read the directory
+    starts from its own commit, and the sync brings it the newest.
+
     Raises SidecarUnreachable or IncompatibleSidecar at start, SidecarLost
     when the sidecar goes away for good, StateCorrupt when a sync finds
     differing state, and whatever train_fn raises that is not a failed
@@ -123,19 +161,31 @@ def run(train_fn, state, socket=None, *, backend=None, local_rank=None, connect_
     watcher = Watcher(client, connect_timeout)
     watcher.start()
     beats = Heartbeats(client) if local_rank == 0 else None
-    state._session = _Session(watcher, beats)
+    checkpointer = None
+    if checkpoint_dir is not None:
+        checkpointer = _checkpoint.Checkpointer(checkpoint_dir, checkpoint_every)
+        checkpointer.load_into(state)
+    state._session = _Session(watcher, beats, checkpointer)
     state.local_rank = local_rank
     restore_signals = _drain_on_sigterm(client, watcher) if handle_sigterm else (lambda: None)
     trainer = _Trainer(client, watcher, state, train_fn, local_rank, backend, timeout, form_timeout,
-                       reform_after, connect_timeout, stuck_restart_after)
+                       reform_after, connect_timeout, stuck_restart_after, max_retries)
     # Each generation ends with a collection (DDP's reducer holds the old
     # group in a cycle); with the objects alive now (torch, the model) set
     # aside, it looks at that generation's garbage only: ms, not 100s of ms.
     gc.freeze()
     try:
         return trainer.loop()
+    except BaseException as e:
+        if not isinstance(e, (SidecarLost, SidecarUnreachable, IncompatibleSidecar)):
+            _leave(client, e)
+        raise
     finally:
         restore_signals()
+        if checkpointer is not None:
+            if state.rank == 0:
+                checkpointer.committed(state, force=True)
+            checkpointer.close()
         state._session = None
         watcher.stop()
         if beats is not None:
@@ -144,7 +194,7 @@ def run(train_fn, state, socket=None, *, backend=None, local_rank=None, connect_
 
 class _Trainer:
     def __init__(self, client, watcher, state, train_fn, local_rank, backend, timeout, form_timeout,
-                 reform_after, connect_timeout, stuck_restart_after):
+                 reform_after, connect_timeout, stuck_restart_after, max_retries):
         self.client = client
         self.watcher = watcher
         self.state = state
@@ -156,7 +206,11 @@ class _Trainer:
         self.reform_after = reform_after
         self.connect_timeout = connect_timeout
         self.stuck_restart_after = stuck_restart_after
-        self.failures = 0  # consecutive broken groups of the same generation
+        self.max_retries = max_retries
+        # Broken groups since the job last committed past the step it was
+        # at when one broke: a successful sync is no progress.
+        self.failures = 0
+        self.failed_at = -1
 
     def loop(self):
         after, limit = 0, None
@@ -238,14 +292,15 @@ class _Trainer:
         group.stuck_after, group.on_stuck = self.stuck_restart_after, lambda g: _leave_stuck(g, watcher.draining, watcher)
         watcher.attach(group, [m.id for m in r.members])
         state.rank, state.world_size, state.generation, state.member = group.rank, group.world_size, r.generation, r.member
+        await_drain = True
         try:
             try:
                 src = state.sync()
                 group.formed()
                 log.info("generation %d: rank %d of %d, formed and synced from rank %d at step %d in %.3fs",
                          r.generation, group.rank, group.world_size, src, state.step, time.monotonic() - t0)
-                self.failures = 0
                 state.check()
+                state._committed_at = time.monotonic()
                 return True, self.train_fn(state), None
             except GenerationChanged:
                 return False, None, None
@@ -255,42 +310,55 @@ class _Trainer:
                 # stays up till then so they do not see a broken one.
                 log.info("drain: stopped after the commit of step %d; waiting to be left out", state.committed_step)
                 return False, None, None
-            except (StateCorrupt, SidecarLost, IncompatibleSidecar, KeyboardInterrupt, SystemExit):
+            except (StateCorrupt, SidecarLost, IncompatibleSidecar):
+                await_drain = False
                 raise
             except Exception as e:
+                why = _failure.collective_failure(e, group, watcher, r.generation, state._committed_at, self.timeout)
+                if why is None:
+                    await_drain = False
+                    log.error("generation %d: train_fn raised %s (not a failed collective); this member leaves the "
+                              "job", r.generation, type(e).__name__)
+                    raise
                 state.restore()
                 if group.aborted or watcher.interrupted(r.generation):
-                    log.info("generation %d ended: %s", r.generation, _first_line(e))
+                    log.info("generation %d ended (%s): %s", r.generation, why, _first_line(e))
                     return False, None, None if watcher.newer_than(r.generation) else self.reform_after
-                if not _COLLECTIVE_ERROR.search(str(e)):
-                    raise
-                self.report(r, e)
-                return False, None, self.broken(r, e)
+                self.report(r, e, group.broken_links())
+                return False, None, self.broken(r, e, why)
+            except BaseException:
+                await_drain = False
+                raise
         finally:
             watcher.detach()
-            if watcher.draining and not watcher.newer_than(r.generation) and watcher.lost is None:
+            if await_drain and watcher.draining and not watcher.newer_than(r.generation) and watcher.lost is None:
                 while not watcher.newer_than(r.generation) and watcher.lost is None:
                     watcher.wait(0.5)
             group.destroy()
 
-    def broken(self, r, err):
+    def broken(self, r, err, why="the group could not be formed"):
+        step = self.state.committed_step
+        if step > self.failed_at:
+            self.failures = 0
+        self.failed_at = max(self.failed_at, step)
         self.failures += 1
-        if self.failures > 10:
-            raise RingsideError("generation %d broke %d times in a row without a new generation: %s"
-                                % (r.generation, self.failures, err)) from err
-        log.warning("generation %d: the group broke (%s); waiting for the next generation", r.generation, _first_line(err))
+        if self.failures > self.max_retries:
+            raise RingsideError("the group broke %d times without a commit past step %d (generation %d, last: %s: %s)"
+                                % (self.failures, self.failed_at, r.generation, why, _first_line(err))) from err
+        log.warning("generation %d: the group broke (%s: %s); waiting for the next generation", r.generation, why,
+                    _first_line(err))
         return self.reform_after
 
-    def report(self, r, err):
-        """Tells the sidecar which member the failed collective names, so it
-        checks that member now instead of waiting for gossip. When the error
-        names no member's address (a connection the peer opened, seen from
-        an address it did not bind), the ring neighbours are named: gloo's
+    def report(self, r, err, down=()):
+        """Tells the sidecar which member the failed collective was with, so
+        it checks that member now instead of waiting for gossip: the peers
+        of the group's connections that went down (down), else the member
+        whose address the error names; else the ring neighbours: gloo's
         ring collectives fail first on a link to a neighbour."""
         others = [m for m in r.members if m.id != r.member]
         by_addr = {m.addr: m.id for m in others}
-        peers = []
-        for addr in _PEER_ADDR.findall(str(err)):
+        peers = sorted({by_addr[h] for h in down if h in by_addr})
+        for addr in [] if peers else _PEER_ADDR.findall(str(err)):
             peer = by_addr.get(addr) or by_addr.get(addr.replace("::ffff:", ""))
             if peer is not None:
                 peers = [peer]
@@ -346,6 +414,16 @@ def _reexec(group, watcher=None):
     except OSError as e:
         os.environ.pop(_watcher.HANDOVER_ENV, None)
         log.error("could not re-execute %s: %s; the collective ends at its timeout", sys.executable, e)
+
+
+def _leave(client, err):
+    """Tells the sidecar that this member leaves the job because err ends
+    its trainer, so the others re-form without it at once."""
+    try:
+        Client(client.address, timeout=_LEAVE_TIMEOUT_S).leave()
+        log.info("told the sidecar this member leaves the job (%s)", type(err).__name__)
+    except RingsideError as e:
+        log.warning("could not tell the sidecar this member leaves: %s", e)
 
 
 def _first_line(e):

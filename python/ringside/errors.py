@@ -12,18 +12,30 @@ class SidecarUnreachable(RingsideError):
     """
 
     def __init__(self, address, cause=None, waited=None):
+        import os
+        import stat
+
         self.address = address
         self.cause = cause
-        how = "unix socket %s" % address if not address.startswith(("http://", "https://")) else address
+        tcp = address.startswith(("http://", "https://"))
+        how = address if tcp else "unix socket %s" % address
         msg = "no ringside sidecar answers at %s" % how
         if waited:
             msg += " (tried for %gs)" % waited
+        if not tcp:
+            try:
+                if not stat.S_ISSOCK(os.stat(address).st_mode):
+                    cause = "%s exists but is not a socket" % address
+            except OSError:
+                pass
         if cause is not None:
             msg += ": %s" % (cause,)
-        msg += (
-            "; start `ringside sidecar --socket %s` next to this trainer, or point "
-            "RINGSIDE_SOCKET (or socket=) at the socket it serves" % address
-        )
+        if tcp:
+            msg += ("; start the sidecar with `ringside sidecar --http-addr HOST:PORT` matching %s, or point "
+                    "RINGSIDE_SOCKET (or socket=) at its unix socket" % address)
+        else:
+            msg += ("; start `ringside sidecar --socket %s` next to this trainer, or point "
+                    "RINGSIDE_SOCKET (or socket=) at the socket it serves" % address)
         super().__init__(msg)
 
 
@@ -49,3 +61,8 @@ class SidecarLost(RingsideError):
     """The sidecar stopped answering for longer than the connect timeout: a
     trainer without its sidecar is out of the job (its lease runs out) and
     must not train on by itself."""
+
+
+class CollectiveFailed(RingsideError):
+    """A collective of ringside's own (the sync of a new group) failed: the
+    group broke while it formed. run() re-forms; train_fn never sees it."""

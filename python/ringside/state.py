@@ -1,31 +1,48 @@
 """State: what a live elastic trainer keeps across generations, in the
 pattern of Horovod's elastic State (commit, restore, sync), for PyTorch.
 
-    state = State(model, optimizer, epoch=0)
+    state = State(model, optimizer, scheduler=sched, scaler=scaler, epoch=0)
     ...
     state.step += 1
-    state.commit()        # a cheap copy in memory; raises to re-form the group
+    state.commit()        # a copy in memory; raises to re-form the group
                           # when the sidecar announced a new generation or a drain
 
-A commit is a deep copy on the CPU of the model's and the optimizer's
-state_dict, the step counter, the samples count and the user fields.
-restore() goes back to it. sync() makes every rank of a new group hold the
-same commit: the rank with the newest commit broadcasts it, every receiver
-verifies its SHA-256, and every rank's parameters are checksummed and
-compared; any difference raises StateCorrupt.
+A commit is a copy on the CPU of the model's and the optimizer's
+state_dict, the step counter, the samples count, the state_dict of every
+registered object (schedulers, GradScalers, extra optimizers, samplers:
+any keyword field with state_dict() and load_state_dict(), or
+State.register(name, obj)), the plain-data fields, and the random number
+generators' states (Python's, numpy's when numpy is imported, torch's CPU
+and CUDA ones). restore() goes back to it in place: the objects are the
+same objects (a scheduler keeps stepping the live optimizer), loaded from
+the commit. sync() makes every rank of a new group hold the same commit:
+the rank with the newest commit broadcasts it in a format of tensors and
+plain data only (decoding it cannot run code, unlike a pickle), every
+receiver verifies its SHA-256, and every rank's parameters are checksummed
+and compared; any difference raises StateCorrupt. A rank that already
+held a commit of the same step keeps its own random states, so per-rank
+streams go on; a rank behind takes the sender's.
+
+save(path) and load(path) keep the commit on disk in the same format.
 """
 
 import copy
 import hashlib
-import io
+import os
+import random
+import sys
+import threading
 import time
+from typing import Any
 
-from .errors import RingsideError, StateCorrupt
+from . import _codec
+from .errors import CollectiveFailed, StateCorrupt
 
 
-class Interrupted(RingsideError):
+class Interrupted(BaseException):
     """Raised by State.commit() and State.check() to leave train_fn: run()
-    catches it. A train_fn must let it through."""
+    catches it. A BaseException, as KeyboardInterrupt is, so a train_fn's
+    `except Exception:` cannot swallow it."""
 
 
 class GenerationChanged(Interrupted):
@@ -36,7 +53,14 @@ class DrainRequested(Interrupted):
     """This member is being drained: it stops after its last commit."""
 
 
-_RESERVED = {"model", "optimizer", "step", "samples", "rank", "world_size", "local_rank", "generation", "member"}
+_RESERVED = {"model", "optimizer", "step", "samples", "rank", "world_size", "local_rank", "generation", "member",
+             "register", "commit", "restore", "sync", "check", "save", "load", "digest", "checksum"}
+
+
+def is_stateful(obj):
+    """Whether obj is restored in place through state_dict/load_state_dict."""
+    return (not isinstance(obj, type) and callable(getattr(obj, "state_dict", None))
+            and callable(getattr(obj, "load_state_dict", None)))
 
 
 def _clone_cpu(obj):
@@ -62,6 +86,43 @@ def _clone_cpu(obj):
     return copy.deepcopy(obj)
 
 
+def _copy_cpu(obj, into, cuda):
+    """_clone_cpu into the buffers of into (an earlier capture of the same
+    shape) wherever they fit, so a commit writes into memory it already
+    has instead of allocating (and faulting in) a model's worth per step.
+    A tensor on a GPU is copied asynchronously into pinned memory; cuda
+    (a list) collects that it happened, to be waited on before use."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach()
+        if (isinstance(into, torch.Tensor) and into.shape == t.shape and into.dtype == t.dtype
+                and into.device.type == "cpu" and into.is_contiguous() and into.is_pinned() == t.is_cuda):
+            dst = into
+        else:
+            dst = torch.empty(t.shape, dtype=t.dtype, pin_memory=t.is_cuda)
+        if t.is_cuda:
+            dst.copy_(t, non_blocking=True)
+            cuda.append(t.device)
+        else:
+            dst.copy_(t)
+        return dst
+    if isinstance(obj, dict):
+        try:
+            out = type(obj)()
+        except TypeError:
+            out = {}
+        sub = into if isinstance(into, dict) else {}
+        for k, v in obj.items():
+            out[k] = _copy_cpu(v, sub.get(k), cuda)
+        return out
+    if isinstance(obj, (list, tuple)) and not hasattr(obj, "_fields"):
+        sub = into if type(into) is type(obj) and len(into) == len(obj) else [None] * len(obj)
+        out = [_copy_cpu(v, d, cuda) for v, d in zip(obj, sub)]
+        return out if isinstance(obj, list) else tuple(out)
+    return _clone_cpu(obj)
+
+
 def _tensor_bytes(t):
     t = t.detach().to("cpu").contiguous().reshape(-1)
     if t.numel() == 0:
@@ -83,22 +144,19 @@ def tensors_digest(named_tensors):
 
 
 def _serialize(snapshot):
-    import torch
-
-    buf = io.BytesIO()
-    torch.save(snapshot, buf)
-    return buf.getvalue()
+    return _codec.encode(snapshot)
 
 
 def _deserialize(payload):
-    import torch
-
-    buf = io.BytesIO(payload)
+    """The snapshot in payload; StateCorrupt for anything else (a pickle
+    among them: it is refused, never unpickled)."""
     try:
-        return torch.load(buf, map_location="cpu", weights_only=False)
-    except TypeError:  # torch without weights_only
-        buf.seek(0)
-        return torch.load(buf, map_location="cpu")
+        snap = _codec.decode(payload)
+    except (ValueError, TypeError, KeyError, OverflowError) as e:
+        raise StateCorrupt("refused the state payload: %s" % e) from None
+    if not isinstance(snap, dict) or "step" not in snap or "model" not in snap:
+        raise StateCorrupt("refused the state payload: it is not a ringside commit")
+    return snap
 
 
 def _received(payload):
@@ -106,20 +164,83 @@ def _received(payload):
     return payload
 
 
+def _collective(fn, *args):
+    """Runs one of sync's collectives; its failure is the group's, never the
+    training code's (CollectiveFailed)."""
+    try:
+        return fn(*args)
+    except Exception as e:
+        raise CollectiveFailed("the sync's %s failed: %s" % (getattr(fn, "__name__", "collective"), e)) from e
+
+
+# Python's, numpy's and torch's random number generators.
+
+def _rng_capture():
+    import torch
+
+    out = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    np = sys.modules.get("numpy")
+    if np is not None:
+        out["numpy"] = np.random.get_state()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        out["cuda"] = torch.cuda.get_rng_state_all()
+    return out
+
+
+def _rng_apply(rng):
+    import torch
+
+    if not rng:
+        return
+    if "python" in rng:
+        v = rng["python"]
+        random.setstate((v[0], tuple(v[1]), v[2]))
+    if "torch" in rng:
+        torch.set_rng_state(rng["torch"])
+    np = sys.modules.get("numpy")
+    if np is not None and "numpy" in rng:
+        np.random.set_state(tuple(rng["numpy"]))
+    if "cuda" in rng and torch.cuda.is_available():
+        states = rng["cuda"]
+        if len(states) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(states)
+
+
+# A checkpoint file: the encoded commit, then its SHA-256.
+_DIGEST_LEN = 32
+# A sync moves its payload in pieces of this many bytes (a receiver on a
+# GPU never holds more of it there at once).
+SYNC_CHUNK = 64 << 20
+
+
 class State:
     """The trainer's state across generations.
 
     model and optimizer are the bare module (not its DistributedDataParallel
-    wrapper, which train_fn builds for every generation) and its optimizer;
-    keyword arguments become attributes that are committed, restored and
-    synced with them. step counts the job's completed steps and samples
-    this member's samples; both are committed.
+    wrapper, which train_fn builds for every generation; for torch.compile,
+    the module before compiling) and its optimizer. Keyword fields become
+    attributes: an object with state_dict() and load_state_dict() (an LR
+    scheduler, a GradScaler, another optimizer, a sampler such as
+    ringside.elastic.ElasticSampler) is registered and restored in place;
+    anything else must be plain data (numbers, strings, lists, dicts,
+    tensors), committed by value. step counts the job's completed steps
+    and samples this member's samples; both are committed. With rng
+    (default), the random generators' states are committed too.
+
+    A commit copies into the buffers of the commit before last (two sets
+    of host buffers, pinned for tensors on a GPU, reused from step to
+    step); from a GPU the copy is asynchronous and is waited for before
+    the next commit, a restore, a sync or a save. With commit_every=k,
+    commit() keeps a copy only every k steps (it still checks for a new
+    generation every time): cheaper, and up to k-1 steps are trained again
+    after a failure. stats holds what commits and syncs cost.
 
     While run() trains, rank, world_size, local_rank, generation and member
     describe the current group.
     """
 
-    def __init__(self, model, optimizer=None, **fields):
+    def __init__(self, model: Any, optimizer: Any = None, *, rng: bool = True, commit_every: int = 1,
+                 **fields: Any) -> None:
         for k in fields:
             if k in _RESERVED or k.startswith("_"):
                 raise ValueError("State field %r is reserved; pick another name" % k)
@@ -127,8 +248,22 @@ class State:
         self.optimizer = optimizer
         self.step = 0
         self.samples = 0
-        self._fields = list(fields)
+        self._rng = rng
+        if int(commit_every) < 1:
+            raise ValueError("commit_every must be at least 1, got %r" % (commit_every,))
+        self.commit_every = int(commit_every)
+        self._spare = None  # the commit before last: the next capture's buffers
+        self._lent = None  # a commit being written to disk: never reused
+        self._copying = []  # devices with asynchronous copies into the commit
+        self.stats = {"commits": 0, "commit_s": 0.0, "last_commit_s": 0.0, "sync_bytes": 0, "last_sync_bytes": 0}
+        self._fields = []
+        self._objects = {}
         for k, v in fields.items():
+            if is_stateful(v):
+                self._objects[k] = v
+            else:
+                _codec.check(v, "State field %r" % k)
+                self._fields.append(k)
             setattr(self, k, v)
         self.rank = 0
         self.world_size = 1
@@ -138,119 +273,295 @@ class State:
         self._session = None
         self._snapshot = None
         self._committed_at = time.monotonic()
+        self._saver = None
         self.commit(check=False)
+
+    def register(self, name: str, obj: Any) -> None:
+        """Adds obj (with state_dict and load_state_dict) to what is
+        committed and restored in place, as the attribute name; it is in
+        the next commit."""
+        if name in _RESERVED or name.startswith("_") or name in self._fields:
+            raise ValueError("State field %r is reserved or taken; pick another name" % name)
+        if not is_stateful(obj):
+            raise TypeError("State.register(%r, ...) needs an object with state_dict() and load_state_dict(), "
+                            "got %s" % (name, type(obj).__name__))
+        self._objects[name] = obj
+        setattr(self, name, obj)
 
     # Commits.
 
     @property
-    def committed_step(self):
+    def committed_step(self) -> int:
         return self._snapshot["step"]
 
-    def _capture(self):
-        return {
+    def _capture(self, into):
+        into = into or {}
+        cuda = []
+        snap = {
             "step": int(self.step),
             "samples": int(self.samples),
-            "model": _clone_cpu(self.model.state_dict()),
-            "optimizer": _clone_cpu(self.optimizer.state_dict()) if self.optimizer is not None else None,
+            "model": _copy_cpu(self.model.state_dict(), into.get("model"), cuda),
+            "optimizer": (_copy_cpu(self.optimizer.state_dict(), into.get("optimizer"), cuda)
+                          if self.optimizer is not None else None),
+            "objects": {k: _copy_cpu(o.state_dict(), (into.get("objects") or {}).get(k), cuda)
+                        for k, o in self._objects.items()},
             "fields": copy.deepcopy({k: getattr(self, k) for k in self._fields}),
+            "rng": _rng_capture() if self._rng else None,
         }
+        self._copying = sorted(set(cuda), key=str)
+        return snap
+
+    def _complete(self):
+        """Waits for the asynchronous copies of the last commit."""
+        if self._copying:
+            import torch
+
+            for dev in self._copying:
+                torch.cuda.current_stream(dev).synchronize()
+            self._copying = []
+
+    def _lend(self):
+        """The last commit, complete, for a reader that keeps it (a
+        checkpoint being written): its buffers are not reused."""
+        self._complete()
+        self._lent = self._snapshot
+        return self._snapshot
 
     def _apply(self, snap):
+        self._complete()
         self.model.load_state_dict(snap["model"])
         if self.optimizer is not None and snap["optimizer"] is not None:
             # A copy: the optimizer keeps CPU tensors it is given, and
             # updates them in place.
             self.optimizer.load_state_dict(_clone_cpu(snap["optimizer"]))
+        # After the optimizer: a scheduler's state is its counters, the
+        # learning rate itself lives in the optimizer's param groups.
+        for k, sd in (snap.get("objects") or {}).items():
+            obj = self._objects.get(k)
+            if obj is not None:
+                obj.load_state_dict(_clone_cpu(sd))
         for k, v in copy.deepcopy(snap["fields"]).items():
             setattr(self, k, v)
         self.step = snap["step"]
         self.samples = snap["samples"]
+        if self._rng:
+            _rng_apply(snap.get("rng"))
 
-    def commit(self, check=True):
-        """Keeps the current state as the one to go back to, reports the
-        step to the sidecar (in the background), then, with check, raises
-        GenerationChanged or DrainRequested when the group must re-form or
-        this member leave. Call it after each step (or every few)."""
+    def commit(self, check: bool = True, force: bool = False) -> None:
+        """Keeps the current state as the one to go back to (every
+        commit_every steps, or with force), reports the step to the sidecar
+        (in the background), then, with check, raises GenerationChanged or
+        DrainRequested when the group must re-form or this member leave.
+        Call it after each step."""
         prev = self._snapshot["step"] if self._snapshot is not None else self.step
-        self._snapshot = self._capture()
-        now = time.monotonic()
-        if self._session is not None and self.step > prev:
-            self._session.committed(self, (now - self._committed_at) / (self.step - prev))
-        self._committed_at = now
+        if force or self.commit_every == 1 or self.step - prev >= self.commit_every or self.step < prev:
+            t0 = time.perf_counter()
+            self._complete()
+            old, self._snapshot = self._snapshot, self._capture(self._spare)
+            self._spare = old if old is not None and old is not self._lent else None
+            took = time.perf_counter() - t0
+            st = self.stats
+            st["commits"] += 1
+            st["commit_s"] += took
+            st["last_commit_s"] = took
+            now = time.monotonic()
+            if self._session is not None and self.step > prev:
+                self._session.committed(self, (now - self._committed_at) / (self.step - prev))
+            self._committed_at = now
         if check:
             self.check()
 
-    def check(self):
+    def check(self) -> None:
         """Raises GenerationChanged or DrainRequested when the sidecar asked
         for it; returns at once otherwise (no I/O)."""
         if self._session is not None:
             self._session.check(self.generation)
 
-    def restore(self):
+    def restore(self) -> None:
         """Goes back to the last commit."""
         self._apply(self._snapshot)
 
+    # On disk.
+
+    def save(self, path: str) -> None:
+        """Writes the last commit to path, atomically: a reader sees the
+        previous file or this one, never a part (a temporary file in the
+        same directory, flushed to disk, renamed over path)."""
+        write_checkpoint(path, self._lend())
+
+    def load(self, path: str) -> None:
+        """Makes the commit in path (written by save) the last commit and
+        restores it. Raises StateCorrupt when the file is damaged or is not
+        a ringside checkpoint (nothing in it is ever unpickled)."""
+        self._replace(read_checkpoint(path))
+        self.restore()
+
+    def _replace(self, snap):
+        """Makes snap (decoded, from a peer or a file) the last commit."""
+        self._complete()
+        old, self._snapshot = self._snapshot, snap
+        if old is not None and old is not self._lent:
+            self._spare = old
+
     # Consistency across ranks.
 
-    def digest(self):
+    def digest(self) -> bytes:
         """SHA-256 of the model's parameters and buffers (bytes)."""
         return tensors_digest(self.model.state_dict().items())
 
-    def checksum(self):
+    def checksum(self) -> str:
         """A short hex checksum of the model's parameters and buffers: equal
         on every rank that holds the same model."""
         return self.digest().hex()[:16]
 
-    def sync(self):
-        """Makes every rank of the current group hold the same state: the
-        lowest rank holding the newest commit (rank 0 when all agree)
-        broadcasts it. Raises StateCorrupt when a payload arrives corrupt
-        or ranks hold different parameters afterwards. Returns the source
-        rank."""
+    def sync(self) -> int:
+        """Makes every rank of the current group hold the same state. The
+        lowest rank holding the newest commit (rank 0 when all agree) sends
+        it to the ranks whose commit is older (joiners, a rank a step
+        behind), in pieces of SYNC_CHUNK bytes; ranks holding the newest
+        commit already receive nothing (when most ranks need it, it is
+        broadcast instead). Then every rank's parameters are checksummed
+        and compared. Raises StateCorrupt when a payload arrives corrupt,
+        is refused, or ranks hold different parameters afterwards, and
+        CollectiveFailed when one of its collectives fails. Returns the
+        source rank; stats["last_sync_bytes"] says how many bytes the
+        group moved."""
         import torch
         import torch.distributed as dist
 
+        self._complete()
         rank, world = dist.get_rank(), dist.get_world_size()
         dev = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+        own_step = self._snapshot["step"]
         steps = [torch.zeros(1, dtype=torch.int64, device=dev) for _ in range(world)]
-        dist.all_gather(steps, torch.tensor([self._snapshot["step"]], dtype=torch.int64, device=dev))
+        _collective(dist.all_gather, steps, torch.tensor([own_step], dtype=torch.int64, device=dev))
         steps = [int(t.item()) for t in steps]
         src = steps.index(max(steps))
+        behind = [r for r in range(world) if steps[r] != steps[src]]
+        broadcast = len(behind) > (world - 1) // 2 and len(behind) > 1
 
-        header = torch.zeros(33, dtype=torch.int64, device=dev)
-        if rank == src:
-            payload = _serialize(self._snapshot)
-            header = torch.tensor([len(payload)] + list(hashlib.sha256(payload).digest()), dtype=torch.int64, device=dev)
-        dist.broadcast(header, src)
-        size, digest = int(header[0].item()), bytes(int(x) for x in header[1:].tolist())
-        if rank == src:
-            data = torch.frombuffer(bytearray(payload), dtype=torch.uint8).to(dev)
-        else:
-            data = torch.empty(size, dtype=torch.uint8, device=dev)
-        dist.broadcast(data, src)
-
-        problem = None
-        if rank != src:
-            got = _received(data.cpu().numpy().tobytes())
-            if len(got) != size or hashlib.sha256(got).digest() != digest:
-                problem = "the state from rank %d arrived corrupt or partial (%d of %d bytes, SHA-256 %s, want %s)" % (
-                    src, len(got), size, hashlib.sha256(got).hexdigest()[:16], digest.hex()[:16])
-            else:
-                self._snapshot = _deserialize(got)
+        problem, got_bytes = None, 0
+        if behind:
+            payload = got = None
+            header = torch.zeros(33, dtype=torch.int64, device=dev)
+            if rank == src:
+                payload = _serialize(self._snapshot)
+                header = torch.tensor([len(payload)] + list(hashlib.sha256(payload).digest()), dtype=torch.int64,
+                                      device=dev)
+            if broadcast or rank == src or rank in behind:
+                got = self._transfer(header, payload, src, behind, broadcast, dev)
+            if got is not None:
+                got_bytes = len(got)
+                size, digest = int(header[0].item()), bytes(int(x) for x in header[1:].tolist())
+                problem = self._accept(_received(got), size, digest, src, steps[src])
         if problem is None:
             self.restore()
-        # Every rank learns every rank's parameter digest, so all of them
-        # agree on whether to go on; a rank whose payload was corrupt sends
-        # zeros.
+        # Every rank learns every rank's parameter digest (and how many
+        # bytes it received), so all of them agree on whether to go on; a
+        # rank whose payload was corrupt sends zeros.
         own = bytes(32) if problem else self.digest()
-        mine_t = torch.tensor(list(own), dtype=torch.int64, device=dev)
+        mine_t = torch.tensor(list(own) + [got_bytes], dtype=torch.int64, device=dev)
         all_t = [torch.zeros_like(mine_t) for _ in range(world)]
-        dist.all_gather(all_t, mine_t)
-        want = all_t[src]
-        bad = [r for r, t in enumerate(all_t) if not torch.equal(t, want)]
+        _collective(dist.all_gather, all_t, mine_t)
+        moved = sum(int(t[32].item()) for t in all_t)
+        self.stats["last_sync_bytes"] = moved
+        self.stats["sync_bytes"] += moved
+        want = all_t[src][:32]
+        bad = [r for r, t in enumerate(all_t) if not torch.equal(t[:32], want)]
         if problem or bad:
             raise StateCorrupt(
                 "after the sync of generation %d from rank %d (step %d), ranks %s hold parameters that differ from "
                 "rank %d's%s; not training on them" % (self.generation, src, self._snapshot["step"], bad, src,
                                                        ": " + problem if problem else ""))
         return src
+
+    def _transfer(self, header, payload, src, behind, broadcast, dev):
+        """Moves the header and the payload from src to the ranks behind
+        (all of them with broadcast); returns the bytes received (None on
+        src)."""
+        import torch
+        import torch.distributed as dist
+
+        rank = dist.get_rank()
+        if broadcast:
+            _collective(dist.broadcast, header, src)
+        elif rank == src:
+            for r in behind:
+                _collective(dist.send, header, r)
+        else:
+            _collective(dist.recv, header, src)
+        size = int(header[0].item())
+        buf = bytearray(payload) if rank == src else bytearray(size)
+        for off in range(0, size, SYNC_CHUNK):
+            n = min(SYNC_CHUNK, size - off)
+            if rank == src:
+                chunk = torch.frombuffer(buf, dtype=torch.uint8, count=n, offset=off).to(dev)
+            else:
+                chunk = torch.empty(n, dtype=torch.uint8, device=dev)
+            if broadcast:
+                _collective(dist.broadcast, chunk, src)
+            elif rank == src:
+                for r in behind:
+                    _collective(dist.send, chunk, r)
+            else:
+                _collective(dist.recv, chunk, src)
+            if rank != src:
+                buf[off:off + n] = chunk.cpu().numpy().tobytes()
+        return None if rank == src else bytes(buf)
+
+    def _accept(self, got, size, digest, src, src_step):
+        """Makes the payload got from src this rank's commit; the problem
+        with it, or None."""
+        if len(got) != size or hashlib.sha256(got).digest() != digest:
+            return "the state from rank %d arrived corrupt or partial (%d of %d bytes, SHA-256 %s, want %s)" % (
+                src, len(got), size, hashlib.sha256(got).hexdigest()[:16], digest.hex()[:16])
+        try:
+            snap = _deserialize(got)
+        except StateCorrupt as e:
+            return "the state from rank %d was refused: %s" % (src, e)
+        if snap["step"] == self._snapshot["step"] and self._snapshot.get("rng") is not None:
+            snap["rng"] = self._snapshot["rng"]  # this rank's own streams go on
+        self._replace(snap)
+        return None
+
+
+def write_checkpoint(path, snapshot):
+    """Writes snapshot (a commit) to path atomically."""
+    payload = _codec.encode(snapshot)
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    tmp = os.path.join(d, ".%s.tmp-%d-%d" % (os.path.basename(path), os.getpid(), threading.get_ident()))
+    try:
+        with open(tmp, "wb") as f:
+            f.write(payload)
+            f.write(hashlib.sha256(payload).digest())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+    try:
+        fd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # the rename itself
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def read_checkpoint(path):
+    """The commit in the checkpoint at path; StateCorrupt when damaged."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    payload, digest = raw[:-_DIGEST_LEN], raw[-_DIGEST_LEN:]
+    if len(raw) <= _DIGEST_LEN or hashlib.sha256(payload).digest() != digest:
+        raise StateCorrupt("the checkpoint %s is damaged (its SHA-256 does not match); not loading it" % path)
+    try:
+        return _deserialize(payload)
+    except StateCorrupt as e:
+        raise StateCorrupt("the checkpoint %s: %s" % (path, e)) from None

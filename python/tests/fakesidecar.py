@@ -9,6 +9,7 @@ the shape, so the fake cannot drift from the sidecar."""
 
 import json
 import os
+import secrets
 import socketserver
 import threading
 import time
@@ -26,7 +27,10 @@ class FakeJob:
     """The job's generations. commit(members) publishes generation n+1 with
     members (ids, one slot each) in ring order at master port 29500+n%16."""
 
-    def __init__(self, master_port=29500, addrs=None):
+    def __init__(self, master_port=29500, addrs=None, store_tokens=True):
+        # Each generation's store token, as the sidecar hands it out.
+        self.store_tokens = store_tokens
+        self.tokens = {}
         self.lock = threading.Condition()
         self.number = 0
         self.members = []
@@ -62,6 +66,8 @@ class FakeJob:
                 num_groups=len(self.members), master_addr=self.addr(self.members[0]) if self.members else "",
                 master_port=self.master_port + self.number % 16, members=members, reason=getattr(self, "reason", ""),
             )
+            if self.store_tokens:
+                d["store_token"] = self.tokens.setdefault(self.number, secrets.token_hex(32))
             if placed:
                 i = self.members.index(member)
                 d.update(rank=i, ranks=[i], local_world_size=1, group_rank=i)
@@ -97,6 +103,7 @@ class FakeSidecar:
         self.leaves = 0
         self.restarts = []
         self.requests = []
+        self.tokens = []  # the API token header of each POST (None: absent)
         self._subs = []
         self._lock = threading.Lock()
         self._draining = None
@@ -233,6 +240,7 @@ class FakeSidecar:
             def do_POST(self):
                 u = urllib.parse.urlsplit(self.path)
                 sc.requests.append(("POST", u.path, None))
+                sc.tokens.append(self.headers.get("X-Ringside-Token"))
                 body = self._body()
                 if u.path == "/v1/heartbeat":
                     unknown = set(body or {}) - set(contract.load("heartbeat_request.json"))

@@ -112,6 +112,65 @@ class NativeAbortTest(unittest.TestCase):
         self.assertFalse(_group._native_abort("nccl"))
 
 
+    def test_the_abort_is_bound_to_the_group_it_was_formed_for(self):
+        calls = self.calls
+        self.patch("_abort_process_group", lambda group=None: calls.append(group))
+        mine, later = object(), object()
+        self.patch("_get_default_group", lambda: later)  # the next generation's, by now
+        g = _group.Group(generation=7, rank=1, world_size=3, backend="nccl", server=None, store=None, before=set(),
+                         master_port=29500, timeout_s=60, pg=mine)
+        g.abort("test")
+        self.assertEqual(len(calls), 1)
+        self.assertIs(calls[0], mine)
+
+    def test_an_abort_after_destroy_reaches_nothing(self):
+        calls = self.calls
+        self.patch("_abort_process_group", lambda group=None: calls.append(group))
+        g = _group.Group(generation=7, rank=1, world_size=3, backend="nccl", server=None, store=None, before=set(),
+                         master_port=29500, timeout_s=60, pg=object())
+        g._store = type("S", (), {"close": lambda self: None})()
+        g.destroy()
+        g.abort("late")
+        self.assertEqual(calls, [])
+
+
+class NcclEnvTest(unittest.TestCase):
+    KEYS = ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING")
+
+    def setUp(self):
+        saved = {k: os.environ.get(k) for k in self.KEYS}
+        applied = dict(_group._applied_nccl)
+
+        def restore():
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+            _group._applied_nccl.clear()
+            _group._applied_nccl.update(applied)
+        self.addCleanup(restore)
+        for k in self.KEYS:
+            os.environ.pop(k, None)
+        _group._applied_nccl.clear()
+
+    def test_the_newest_generations_settings_apply_and_the_users_stay(self):
+        os.environ["NCCL_IB_HCA"] = "=mlx5_9"  # the user's
+        _group.apply_nccl_env({"NCCL_SOCKET_IFNAME": "=eth0", "NCCL_IB_HCA": "=mlx5_0"})
+        self.assertEqual(os.environ["NCCL_SOCKET_IFNAME"], "=eth0")
+        _group.apply_nccl_env({"NCCL_SOCKET_IFNAME": "=eth1"})
+        self.assertEqual(os.environ["NCCL_SOCKET_IFNAME"], "=eth1", "a later generation's settings were ignored")
+        self.assertEqual(os.environ["NCCL_IB_HCA"], "=mlx5_9")
+
+    def test_the_abort_path_turns_nccls_own_error_handling_off(self):
+        _group.apply_nccl_env({})
+        self.assertEqual(os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "0")
+        os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1"  # the user's choice stands
+        _group._applied_nccl.clear()
+        _group.apply_nccl_env({})
+        self.assertEqual(os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1")
+
+
 class ReexecTest(unittest.TestCase):
     def test_the_process_runs_its_command_again_with_the_same_pid(self):
         script = textwrap.dedent("""

@@ -1,4 +1,5 @@
 import os
+import socket
 import tempfile
 import threading
 import time
@@ -140,3 +141,52 @@ class BadSidecarTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class AddressTest(unittest.TestCase):
+    def test_the_forms_of_an_address(self):
+        from ringside.client import normalize_address
+
+        for given, want in (("/run/r.sock", "/run/r.sock"), ("unix:///run/r.sock", "/run/r.sock"),
+                            ("unix:/run/r.sock", "/run/r.sock"), ("http://127.0.0.1:8080/?x=1#f", "http://127.0.0.1:8080"),
+                            ("http://10.0.0.1:80/api/?q", "http://10.0.0.1:80/api")):
+            self.assertEqual(normalize_address(given), want)
+
+    def test_a_path_that_is_not_a_socket_is_named_as_such(self):
+        from ringside import Client
+        from ringside.errors import SidecarUnreachable
+
+        path = os.path.join(tempfile.mkdtemp(), "plain-file")
+        open(path, "w").close()
+        with self.assertRaises(SidecarUnreachable) as cm:
+            Client(path).ready()
+        self.assertIn("exists but is not a socket", str(cm.exception))
+
+    def test_a_tcp_sidecar_gets_tcp_advice(self):
+        from ringside import Client
+        from ringside.errors import SidecarUnreachable
+
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        with self.assertRaises(SidecarUnreachable) as cm:
+            Client("http://127.0.0.1:%d" % port, timeout=1).ready()
+        self.assertIn("--http-addr", str(cm.exception))
+
+
+class TokenTest(unittest.TestCase):
+    def test_mutating_calls_carry_the_token_file_next_to_the_socket(self):
+        from ringside import Client
+
+        d = tempfile.mkdtemp()
+        sock = os.path.join(d, "ringside.sock")
+        sc = FakeSidecar(sock)
+        self.addCleanup(sc.close)
+        c = Client("unix://" + sock)
+        c.leave()  # no token file: no header
+        with open(os.path.join(d, "api-token"), "w") as f:
+            f.write("s3cret\n")
+        c.heartbeat(1, 32, 0.1)
+        c.ready()  # a GET carries none
+        self.assertEqual(sc.tokens, [None, "s3cret"])

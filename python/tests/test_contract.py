@@ -80,6 +80,7 @@ class ContractTest(unittest.TestCase):
              doc["master_port"], doc.get("nccl", {}), doc.get("reason", "")),
         )
         self.assertEqual([dataclasses.asdict(m) for m in r.members], _member_dicts(doc))
+        self.assertEqual(r.store_token, doc.get("store_token", ""))
 
     def test_every_rendezvous_answer_is_read_in_full(self):
         answers = [ex["answer"] for ex in contract.exchanges() if ex["path"] == "/v1/rendezvous"]

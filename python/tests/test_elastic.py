@@ -37,14 +37,14 @@ class Harness:
         self.n = 0
         test.addCleanup(self.close)
 
-    def add(self, env=None, steps=0):
+    def add(self, env=None, steps=0, args=(), worker=WORKER):
         wid = "w%d" % self.n
         self.job.addrs[wid] = "127.0.0.%d" % (self.n + 2)
         self.n += 1
         sock = os.path.join(self.dir, wid + ".sock")
         self.sidecars[wid] = FakeSidecar(sock, self.job, member=wid)
         with open(os.path.join(self.dir, wid + ".log"), "w") as err:
-            p = subprocess.Popen([sys.executable, WORKER, "--socket", sock, "--steps", str(steps)],
+            p = subprocess.Popen([sys.executable, worker, "--socket", sock, "--steps", str(steps)] + list(args),
                                  stdout=subprocess.PIPE, stderr=err, env=dict(os.environ, **(env or {})), text=True)
         self.procs[wid] = p
         threading.Thread(target=self._read, args=(wid, p), daemon=True).start()
@@ -192,15 +192,18 @@ class ElasticTest(unittest.TestCase):
         self.assertLess(late, early, "the loss did not go down")
 
     def test_corrupt_sync_payload_is_detected_on_every_rank(self):
+        # w1 joins w0, which trained alone: only w1 is sent the state.
         h = Harness(self, port=29330)
         h.add()
+        h.job.commit(["w0"])
+        h.all_step(["w0"], 1, min_step=3)
         h.add(env={"TEST_CORRUPT": "payload"})
         h.job.commit(["w0", "w1"])
         codes = [h.procs[w].wait(60) for w in ("w0", "w1")]
         self.assertEqual(codes, [4, 4], "\n".join(h.log(w) for w in ("w0", "w1")))
         self.assertIn("arrived corrupt", h.log("w1"))
         self.assertIn("StateCorrupt", h.log("w0"))
-        self.assertFalse([d for d in h.lines if "sum_ok" in d], "a rank trained on corrupt state")
+        self.assertFalse([d for d in h.lines if "sum_ok" in d and d["generation"] == 2], "a rank trained on corrupt state")
 
     def test_differing_parameters_after_sync_are_detected(self):
         h = Harness(self, port=29350)

@@ -1,0 +1,89 @@
+"""Checkpoints to disk in live mode: rank 0 writes the last commit every few
+steps from a background thread, so a job that loses every member resumes
+from disk; every trainer reads the newest checkpoint at start."""
+
+import logging
+import os
+import threading
+
+from .errors import StateCorrupt
+from .state import read_checkpoint, write_checkpoint
+
+log = logging.getLogger("ringside")
+
+FILE_NAME = "ringside-state.ckpt"
+
+
+class Checkpointer:
+    """Writes commits to dir/FILE_NAME when their step passes a multiple of
+    every (and at the end), at most one write at a time; a
+    commit that comes while one is written waits in the slot, and a newer
+    one replaces it (a slow disk never delays a step)."""
+
+    def __init__(self, directory, every):
+        if every is not None and every < 1:
+            raise ValueError("checkpoint_every must be at least 1 step, got %r" % (every,))
+        self.path = os.path.join(directory, FILE_NAME)
+        self.every = every or 1
+        self.saved_step = None
+        self._cond = threading.Condition()
+        self._pending = None
+        self._busy = False
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="ringside-checkpoint", daemon=True)
+        self._thread.start()
+
+    def load_into(self, state):
+        """Makes the checkpoint state's last commit when it is newer than
+        the one state holds; returns its step, or None."""
+        if not os.path.exists(self.path):
+            return None
+        try:
+            snap = read_checkpoint(self.path)
+        except (OSError, StateCorrupt) as e:
+            log.warning("not resuming from %s: %s", self.path, e)
+            return None
+        self.saved_step = snap["step"]
+        if snap["step"] <= state.committed_step:
+            return None
+        state._replace(snap)
+        state.restore()
+        log.info("resumed from the checkpoint %s at step %d", self.path, snap["step"])
+        return snap["step"]
+
+    def committed(self, state, force=False):
+        """Called on every commit of rank 0 (and at the end, with force)."""
+        step = state.committed_step
+        last = self.saved_step if self.saved_step is not None else 0
+        # At each multiple of every that the commits pass (commits may skip
+        # steps), and at the end.
+        if step <= last and self.saved_step is not None:
+            return
+        if not force and step // self.every <= last // self.every:
+            return
+        snap = state._lend()
+        with self._cond:
+            self._pending = snap
+            self.saved_step = step
+            self._cond.notify_all()
+
+    def close(self, timeout=60.0):
+        """Writes what is pending, then stops."""
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        self._thread.join(timeout)
+
+    def _run(self):
+        while True:
+            with self._cond:
+                while self._pending is None and not self._stop:
+                    self._cond.wait()
+                snap, self._pending = self._pending, None
+                if snap is None:
+                    return
+            try:
+                write_checkpoint(self.path, snap)
+                log.debug("checkpoint of step %d written to %s", snap["step"], self.path)
+            except Exception as e:  # a full disk must not end training
+                log.warning("could not write the checkpoint %s: %s", self.path, e)
