@@ -47,9 +47,10 @@ type Agent struct {
 	gossip *gossip.Gossip
 	resets socketResetter
 
-	drainCh  chan string
-	started  chan struct{}
-	stopping chan struct{}
+	drainCh    chan string
+	reloadKeys chan struct{} // capacity 1: read the gossip key file now
+	started    chan struct{}
+	stopping   chan struct{}
 
 	mu        sync.Mutex
 	gen       *record.Generation
@@ -88,6 +89,7 @@ func New(cfg Config, logger *slog.Logger) (*Agent, error) {
 		log:        logger.With("job", cfg.Job.Job, "namespace", cfg.Job.Namespace, "member", cfg.MemberID),
 		events:     newBroadcaster(),
 		drainCh:    make(chan string, 1),
+		reloadKeys: make(chan struct{}, 1),
 		started:    make(chan struct{}),
 		stopping:   make(chan struct{}),
 		changed:    make(chan struct{}),
@@ -198,6 +200,14 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 	gcfg.Logger = a.log
 	if a.gossip, err = gossip.Start(runCtx, gcfg, suspects{a}); err != nil {
 		return fmt.Errorf("start gossip: %w", err)
+	}
+	if len(gcfg.Keys) == 0 {
+		a.log.Warn("gossip is not encrypted (--insecure-trusted-network): every host that reaches the gossip port can evict members and join the job")
+	} else {
+		a.log.Info("gossip encrypted", "keys", len(gcfg.Keys), "primary", gossip.Fingerprint(gcfg.Keys[0]))
+	}
+	if cfg.GossipKeyFile != "" {
+		a.wg.Go(func() { a.watchGossipKeys(runCtx) })
 	}
 	a.resets = sockreset.New(a.log)
 	if err := a.serveAPI(); err != nil {

@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 
@@ -24,3 +25,24 @@ func (a *Agent) AnnounceDrain(reason string) { a.announceDrain(reason) }
 
 // AnnounceDead announces member's death, as a confirmed death does first.
 func (a *Agent) AnnounceDead(member string) { a.publishDead(member) }
+
+// GossipKeys returns the gossip keyring in use, the primary key first.
+func (a *Agent) GossipKeys() [][]byte { return a.gossip.Keys() }
+
+// GossipMembers returns how many members this agent's gossip holds alive.
+func (a *Agent) GossipMembers() int { return a.gossip.Members() }
+
+// CheckGossip pings member over gossip once.
+func (a *Agent) CheckGossip(ctx context.Context, member string) (bool, error) {
+	return a.gossip.Check(ctx, member)
+}
+
+// GenerationNumber returns the number of the generation the agent holds (0:
+// none).
+func (a *Agent) GenerationNumber() int64 {
+	g, _ := a.generation()
+	if g == nil {
+		return 0
+	}
+	return g.Number
+}

@@ -118,6 +118,7 @@ func fixedAgent(t *testing.T, id string, g *record.Generation) (*sidecar.Agent, 
 	cfg.MemberID, cfg.Advertise = id, "10.0.0.10"
 	cfg.Socket = filepath.Join(t.TempDir(), "unused.sock")
 	cfg.Grace = 25 * time.Second
+	cfg.InsecureTrustedNetwork = true // it never gossips
 	a, h, err := sidecar.NewFixedAgent(cfg, g, goldenNCCL)
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ type metrics struct {
 	deadPeers       prometheus.Counter
 	votes           *prometheus.CounterVec
 	socketsReset    prometheus.Counter
+	keyReloads      *prometheus.CounterVec
 }
 
 // latencyBuckets span 10 ms to ~40 s: detection and recovery times.
@@ -89,10 +90,14 @@ func newMetrics(gossipMembers, gossipSuspects func() float64) *metrics {
 			Name: "ringside_sockets_reset_total",
 			Help: "TCP connections to dead members destroyed.",
 		}),
+		keyReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ringside_gossip_key_reloads_total",
+			Help: "Changes of the gossip key file, by result (applied, failed: the keys in use stay).",
+		}, []string{"result"}),
 	}
 	m.reg.MustRegister(m.generation, m.worldSize, m.members, m.leader, m.failureToCommit,
 		m.rendezvousWait, m.trainerAttached, m.gossipMembers, m.gossipSuspects, m.etcdErrors, m.apiRequests,
-		m.deadPeers, m.votes, m.socketsReset,
+		m.deadPeers, m.votes, m.socketsReset, m.keyReloads,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
