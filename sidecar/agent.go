@@ -61,6 +61,7 @@ type Agent struct {
 	beats     heartbeats
 	beatCh    chan struct{} // capacity 1: a heartbeat arrived since the last flush
 
+	apiToken   string                // the API token (apiguard.go); "" without a token file
 	runCtx     context.Context       // lives until the agent stops; set before the API and gossip start
 	suspicions map[string]*suspicion // our standing votes, by suspect
 	checkedAt  map[string]time.Time  // when each member was last checked
@@ -259,28 +260,37 @@ func (a *Agent) etcdClient() (*clientv3.Client, error) {
 // serveAPI listens on the socket (and the optional TCP address).
 func (a *Agent) serveAPI() error {
 	var listeners []net.Listener
-	if a.cfg.Socket != "" {
-		if err := os.MkdirAll(filepath.Dir(a.cfg.Socket), 0o755); err != nil {
-			return fmt.Errorf("API socket dir: %w", err)
+	closeAll := func() {
+		for _, l := range listeners {
+			l.Close()
 		}
-		os.Remove(a.cfg.Socket) // a stale socket of an earlier run
-		l, err := net.Listen("unix", a.cfg.Socket)
+	}
+	if path := a.cfg.tokenPath(); path != "" {
+		if err := os.MkdirAll(filepath.Dir(path), socketDirMode); err != nil {
+			return fmt.Errorf("API token dir: %w", err)
+		}
+		token, err := writeToken(path)
 		if err != nil {
-			return fmt.Errorf("API socket: %w", err)
+			return err
+		}
+		a.apiToken = token
+	}
+	if a.cfg.Socket != "" {
+		l, err := a.listenSocket(a.cfg.Socket)
+		if err != nil {
+			return err
 		}
 		listeners = append(listeners, l)
 	}
 	if a.cfg.HTTPAddr != "" {
 		l, err := net.Listen("tcp", a.cfg.HTTPAddr)
 		if err != nil {
-			for _, l := range listeners {
-				l.Close()
-			}
+			closeAll()
 			return fmt.Errorf("API address: %w", err)
 		}
 		listeners = append(listeners, l)
 	}
-	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 10 * time.Second, ConnContext: connContext}
 	for _, l := range listeners {
 		a.wg.Go(func() {
 			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {

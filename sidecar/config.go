@@ -3,9 +3,11 @@ package sidecar
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/ringside/ringside/coordinator"
@@ -35,9 +37,19 @@ type Config struct {
 	Topology   []string
 	NodeLabels map[string]string
 
-	// Socket is the unix socket of the trainer API; HTTPAddr optionally
-	// serves the same API on TCP (loopback).
-	Socket, HTTPAddr string
+	// Socket is the unix socket of the trainer API (mode 0660, in a
+	// directory of mode 0750); HTTPAddr optionally serves the same API on
+	// TCP, a loopback address unless HTTPAllowNonLoopback.
+	Socket, HTTPAddr     string
+	HTTPAllowNonLoopback bool
+	// APITokenFile is where the sidecar writes the API token that callers
+	// without peer credentials (TCP, or another uid) send in
+	// api.TokenHeader; empty: api.TokenFile beside the socket.
+	APITokenFile string
+	// APIAllowUIDs and APIAllowGIDs are the uids and gids besides the
+	// sidecar's own whose processes the unix socket takes for the pod's
+	// trainer (the trainer container's runAsUser / runAsGroup).
+	APIAllowUIDs, APIAllowGIDs []int
 
 	// GossipPort is the memberlist port (0 picks a free one).
 	GossipPort int
@@ -154,6 +166,19 @@ func (c Config) Validate() error {
 	}
 	if c.Socket == "" && c.HTTPAddr == "" {
 		errs = append(errs, errors.New("neither an API socket nor an HTTP address is set"))
+	}
+	if c.HTTPAddr != "" {
+		if err := checkHTTPAddr(c.HTTPAddr, c.HTTPAllowNonLoopback); err != nil {
+			errs = append(errs, err)
+		}
+		if c.tokenPath() == "" {
+			errs = append(errs, errors.New("an HTTP address without a socket needs --api-token-file: TCP callers prove they are the trainer with its token"))
+		}
+	}
+	for _, id := range append(slices.Clone(c.APIAllowUIDs), c.APIAllowGIDs...) {
+		if id < 0 || id > math.MaxUint32 {
+			errs = append(errs, fmt.Errorf("allowed uid or gid %d is out of range", id))
+		}
 	}
 	if err := c.validateGossipKey(); err != nil {
 		errs = append(errs, err)

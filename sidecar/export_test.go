@@ -4,6 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"os"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ringside/ringside/coordinator/record"
 )
@@ -17,7 +20,12 @@ func NewFixedAgent(cfg Config, g *record.Generation, nccl map[string]string) (*A
 		return nil, nil, err
 	}
 	a.gen, a.nccl = g, nccl
-	return a, a.handler(), nil
+	h := a.handler()
+	// Requests come from this process, as the pod's trainer.
+	self := caller{cred: &unix.Ucred{Uid: uint32(os.Geteuid()), Gid: uint32(os.Getegid())}}
+	return a, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, self)))
+	}), nil
 }
 
 // AnnounceDrain starts the drain's announcement, as a drain does first.

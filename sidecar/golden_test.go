@@ -103,6 +103,7 @@ func goldenGeneration(paused bool) *record.Generation {
 		Paused:     paused,
 		Reason:     "join w2",
 		Leader:     "w0",
+		StoreToken: "5f0c8e2a9b7d4c1e3a6f8b0d2c4e6a18",
 	}
 	g.BuildIndex()
 	return g

@@ -12,5 +12,11 @@ import (
 var ringsideBin string
 
 // TestMain builds ringside, runs the tests and fails them on goroutines
-// left behind (WithRingside checks with goleak).
-func TestMain(m *testing.M) { os.Exit(testbin.WithRingside(m, &ringsideBin)) }
+// left behind (WithRingside checks with goleak). Run as a foreign caller
+// (apiguard_test.go), the test binary only makes that caller's requests.
+func TestMain(m *testing.M) {
+	if target := os.Getenv(callerTargetEnv); target != "" {
+		os.Exit(callAsForeigner(target))
+	}
+	os.Exit(testbin.WithRingside(m, &ringsideBin))
+}

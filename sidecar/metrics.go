@@ -24,6 +24,7 @@ type metrics struct {
 	votes           *prometheus.CounterVec
 	socketsReset    prometheus.Counter
 	keyReloads      *prometheus.CounterVec
+	apiRefused      prometheus.Counter
 }
 
 // latencyBuckets span 10 ms to ~40 s: detection and recovery times.
@@ -94,10 +95,14 @@ func newMetrics(gossipMembers, gossipSuspects func() float64) *metrics {
 			Name: "ringside_gossip_key_reloads_total",
 			Help: "Changes of the gossip key file, by result (applied, failed: the keys in use stay).",
 		}, []string{"result"}),
+		apiRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ringside_api_refused_total",
+			Help: "Trainer API requests refused because the caller is not this pod's trainer (wrong uid, no or a wrong token).",
+		}),
 	}
 	m.reg.MustRegister(m.generation, m.worldSize, m.members, m.leader, m.failureToCommit,
 		m.rendezvousWait, m.trainerAttached, m.gossipMembers, m.gossipSuspects, m.etcdErrors, m.apiRequests,
-		m.deadPeers, m.votes, m.socketsReset, m.keyReloads,
+		m.deadPeers, m.votes, m.socketsReset, m.keyReloads, m.apiRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

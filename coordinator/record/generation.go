@@ -1,10 +1,45 @@
 package record
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 )
+
+// StoreTokenBytes is how many random bytes a store token holds; it is
+// their hex encoding.
+const StoreTokenBytes = 16
+
+// NewStoreToken returns a new random store token (Generation.StoreToken).
+func NewStoreToken() (string, error) {
+	b := make([]byte, StoreTokenBytes)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("store token: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// LogValue is what slog writes for a generation: its shape, never its
+// store token.
+func (g *Generation) LogValue() slog.Value {
+	if g == nil {
+		return slog.StringValue("<none>")
+	}
+	return slog.GroupValue(slog.Int64("number", g.Number), slog.Int("world_size", g.WorldSize),
+		slog.Int("members", len(g.Members)), slog.Bool("paused", g.Paused), slog.String("leader", g.Leader),
+		slog.String("reason", g.Reason))
+}
+
+// String is the generation for people (and %v), without its store token.
+func (g *Generation) String() string {
+	if g == nil {
+		return "<no generation>"
+	}
+	return fmt.Sprintf("generation %d (world size %d, %d members, leader %s)", g.Number, g.WorldSize, len(g.Members), g.Leader)
+}
 
 // Generation is one committed configuration of the all-reduce group,
 // stored under the job's generation key. A Generation handed out by a
@@ -34,6 +69,13 @@ type Generation struct {
 	Leader string `json:"leader"`
 	// MemberRevision is the etcd revision of members/ it was built from.
 	MemberRevision int64 `json:"member_revision"`
+	// StoreToken is the generation's secret for rank 0's store: random,
+	// new with every commit (NewStoreToken), handed by the trainer API to
+	// the generation's placed members only (Rendezvous.StoreToken), so the
+	// store can refuse every client that is not a rank of this generation.
+	// It is a secret: it never goes into logs, metrics or status output
+	// (LogValue leaves it out).
+	StoreToken string `json:"store_token,omitempty"`
 
 	index map[string]int
 }
