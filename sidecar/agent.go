@@ -191,6 +191,7 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 	}
 	jcfg.Logger = a.base
 	jcfg.OnError = func(op string, _ error) { a.metrics.etcdErrors.WithLabelValues(op).Inc() }
+	jcfg.OnBadValue = func(kind string) { a.metrics.invalidRecords.WithLabelValues(kind).Inc() }
 	if a.job, err = coordinator.NewJob(a.client, jcfg); err != nil {
 		return err
 	}
@@ -199,6 +200,7 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 		return err
 	}
 	gcfg.Logger = a.log
+	gcfg.OnInvalidMessage = func() { a.metrics.invalidRecords.WithLabelValues("gossip").Inc() }
 	if a.gossip, err = gossip.Start(runCtx, gcfg, suspects{a}); err != nil {
 		return fmt.Errorf("start gossip: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/sidecar/api"
 )
 
@@ -191,6 +192,10 @@ func (a *Agent) serveFailure(w http.ResponseWriter, r *http.Request) {
 	}
 	if f.Peer == "" {
 		writeError(w, http.StatusBadRequest, "failure: peer is empty; name the member whose collective failed")
+		return
+	}
+	if err := record.ValidateID(f.Peer); err != nil {
+		writeError(w, http.StatusBadRequest, "failure: peer: "+err.Error())
 		return
 	}
 	if f.Peer == a.cfg.MemberID {

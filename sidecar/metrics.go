@@ -25,6 +25,7 @@ type metrics struct {
 	socketsReset    prometheus.Counter
 	keyReloads      *prometheus.CounterVec
 	apiRefused      prometheus.Counter
+	invalidRecords  *prometheus.CounterVec
 }
 
 // latencyBuckets span 10 ms to ~40 s: detection and recovery times.
@@ -99,10 +100,14 @@ func newMetrics(gossipMembers, gossipSuspects func() float64) *metrics {
 			Name: "ringside_api_refused_total",
 			Help: "Trainer API requests refused because the caller is not this pod's trainer (wrong uid, no or a wrong token).",
 		}),
+		invalidRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ringside_invalid_records_total",
+			Help: "Malformed or out-of-bounds values read from etcd or a peer, ignored, by kind (member, generation, vote, status, eviction, gossip, other).",
+		}, []string{"kind"}),
 	}
 	m.reg.MustRegister(m.generation, m.worldSize, m.members, m.leader, m.failureToCommit,
 		m.rendezvousWait, m.trainerAttached, m.gossipMembers, m.gossipSuspects, m.etcdErrors, m.apiRequests,
-		m.deadPeers, m.votes, m.socketsReset, m.keyReloads, m.apiRefused,
+		m.deadPeers, m.votes, m.socketsReset, m.keyReloads, m.apiRefused, m.invalidRecords,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

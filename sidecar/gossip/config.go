@@ -113,6 +113,11 @@ type Config struct {
 	// whatever their own setting, so members that differ still talk.
 	Compress bool
 
+	// OnInvalidMessage, if set, is called for every application message a
+	// member gossiped that this package cannot take (not a leave notice of
+	// a valid member id): it is dropped, and this is for metrics.
+	OnInvalidMessage func()
+
 	// Logger receives memberlist's own log lines, at levels that match what
 	// they mean (see newLogAdapter). Nil means slog.Default().
 	Logger *slog.Logger

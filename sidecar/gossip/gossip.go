@@ -67,6 +67,7 @@ func Start(ctx context.Context, cfg Config, events Events) (*Gossip, error) {
 	var err error
 	disp := newDispatcher(events)
 	dlg := newDelegate(cfg.Name, cfg.RetransmitMult, disp, cfg.suspectHook)
+	dlg.onInvalid = cfg.OnInvalidMessage
 	mc := memberlistConfig(cfg)
 	if len(cfg.Keys) > 0 {
 		// memberlist's defaults verify both ways once there is a keyring:
