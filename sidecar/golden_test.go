@@ -112,7 +112,7 @@ func goldenGeneration(paused bool) *record.Generation {
 var goldenNCCL = map[string]string{"NCCL_SOCKET_IFNAME": "=eth0", "NCCL_IB_DISABLE": "1"}
 
 // fixedAgent returns the trainer API of member id holding g.
-func fixedAgent(t *testing.T, id string, g *record.Generation) (*sidecar.Agent, http.Handler) {
+func fixedAgent(t testing.TB, id string, g *record.Generation) (*sidecar.Agent, http.Handler) {
 	t.Helper()
 	cfg := sidecar.DefaultConfig()
 	cfg.Job.Job = "golden"
