@@ -328,6 +328,9 @@ func (a *Agent) shutdown() {
 	if a.cfg.Socket != "" {
 		os.Remove(a.cfg.Socket)
 	}
+	if a.apiToken != "" {
+		os.Remove(a.cfg.tokenPath()) // it opens nothing once the sidecar is gone
+	}
 }
 
 // Started is closed once the agent has joined the job and serves its API.

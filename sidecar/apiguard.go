@@ -154,7 +154,7 @@ func writeToken(path string) (string, error) {
 }
 
 // tokenPath is where the API token is written: the configured path, else
-// api.TokenFile beside the socket.
+// beside the socket (api.TokenPath).
 func (c Config) tokenPath() string {
 	if c.APITokenFile != "" {
 		return c.APITokenFile
@@ -162,7 +162,7 @@ func (c Config) tokenPath() string {
 	if c.Socket == "" {
 		return ""
 	}
-	return filepath.Join(filepath.Dir(c.Socket), api.TokenFile)
+	return api.TokenPath(c.Socket)
 }
 
 // checkHTTPAddr accepts a loopback TCP address (an IP of 127.0.0.0/8 or

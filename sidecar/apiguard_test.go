@@ -20,6 +20,7 @@ import (
 	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
 	"github.com/ringside/ringside/sidecar"
 	"github.com/ringside/ringside/sidecar/api"
+	"github.com/ringside/ringside/sidecar/client"
 	"github.com/ringside/ringside/sidecar/sidecartest"
 )
 
@@ -167,7 +168,7 @@ func TestAForeignUIDCannotCallTheTrainerAPI(t *testing.T) {
 	dir := worldDir(t)
 	socket := filepath.Join(dir, "api", "w0.sock")
 	sidecartest.Start(t, srv.Endpoints(), "guard", "w0", func(c *sidecar.Config) { c.Socket = socket })
-	tokenFile := filepath.Join(filepath.Dir(socket), api.TokenFile)
+	tokenFile := api.TokenPath(socket)
 	for path, want := range map[string]fs.FileMode{filepath.Dir(socket): 0o750, socket: 0o660, tokenFile: 0o640} {
 		if got := mode(t, path); got != want {
 			t.Errorf("%s has mode %v, want %v", path, got, want)
@@ -226,7 +227,7 @@ func TestTheTCPListenerWantsTheToken(t *testing.T) {
 	srv := etcdtest.Start(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
 	a := sidecartest.Start(t, srv.Endpoints(), "tcp", "w0", func(c *sidecar.Config) { c.HTTPAddr = addr })
-	token, err := os.ReadFile(filepath.Join(filepath.Dir(a.Socket), api.TokenFile))
+	token, err := os.ReadFile(api.TokenPath(a.Socket))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,6 +246,18 @@ func TestTheTCPListenerWantsTheToken(t *testing.T) {
 	}
 	if code := call(c, strings.TrimSpace(string(token)), "POST", base+"/v1/heartbeat"); code != http.StatusNoContent && code != http.StatusBadRequest {
 		t.Errorf("TCP heartbeat with the token answered %d, want it served", code)
+	}
+	ctx := context.Background()
+	hb := api.Heartbeat{Step: 1, Samples: 32, StepTimeS: 0.1}
+	without := client.New(base)
+	defer without.Close()
+	if err := without.Heartbeat(ctx, hb); err == nil {
+		t.Error("the Go client without the token was served over TCP")
+	}
+	withToken := client.New(base, client.WithToken(string(token)))
+	defer withToken.Close()
+	if err := withToken.Heartbeat(ctx, hb); err != nil {
+		t.Errorf("the Go client with the token: %v", err)
 	}
 }
 

@@ -44,7 +44,7 @@ type Config struct {
 	HTTPAllowNonLoopback bool
 	// APITokenFile is where the sidecar writes the API token that callers
 	// without peer credentials (TCP, or another uid) send in
-	// api.TokenHeader; empty: api.TokenFile beside the socket.
+	// api.TokenHeader; empty: beside the socket (api.TokenPath).
 	APITokenFile string
 	// APIAllowUIDs and APIAllowGIDs are the uids and gids besides the
 	// sidecar's own whose processes the unix socket takes for the pod's

@@ -92,7 +92,7 @@ RINGSIDE_ETCD_ENDPOINTS, and so on.`,
 	f.StringVar(&cfg.Socket, "socket", cfg.Socket, "unix socket of the trainer API (in a shared emptyDir)")
 	f.StringVar(&cfg.HTTPAddr, "http-addr", "", "also serve the trainer API on this TCP address, loopback only (e.g. 127.0.0.1:7878); callers send the API token")
 	f.BoolVar(&cfg.HTTPAllowNonLoopback, "http-allow-non-loopback", false, "let --http-addr be an address other than loopback (every caller still needs the API token)")
-	f.StringVar(&cfg.APITokenFile, "api-token-file", "", "where to write the API token that callers without the sidecar's uid send in the X-Ringside-Token header (default: api-token beside --socket)")
+	f.StringVar(&cfg.APITokenFile, "api-token-file", "", "where to write the API token that callers without the sidecar's uid send in the X-Ringside-Token header (default: the socket's path + .token)")
 	f.IntSliceVar(&cfg.APIAllowUIDs, "api-allow-uids", nil, "uids besides the sidecar's own whose processes the socket takes for this pod's trainer")
 	f.IntSliceVar(&cfg.APIAllowGIDs, "api-allow-gids", nil, "gids whose processes the socket takes for this pod's trainer")
 	f.IntVar(&cfg.GossipPort, "gossip-port", cfg.GossipPort, "gossip port, UDP and TCP (0 picks a free one)")

@@ -17,10 +17,16 @@ const (
 	// TokenHeader carries the API token: the content of the token file,
 	// without the trailing newline.
 	TokenHeader = "X-Ringside-Token"
-	// TokenFile is the token file's name in the socket's directory (the
-	// pod's shared emptyDir), unless the sidecar is given another path
-	// (--api-token-file). The sidecar writes a new random token at every
-	// start, mode 0640, so the pod's containers that share the directory's
-	// group read it and nobody else does.
-	TokenFile = "api-token"
+	// TokenSuffix makes the token file's path from the socket's: the
+	// token of /var/run/ringside/ringside.sock is in
+	// /var/run/ringside/ringside.sock.token (TokenPath), in the pod's
+	// shared emptyDir, unless the sidecar is given another path
+	// (--api-token-file). The sidecar writes a new random token there at
+	// every start, mode 0640, so the pod's containers that share the
+	// directory's group read it and nobody else does. One file per socket:
+	// sidecars whose sockets share a directory keep their own tokens.
+	TokenSuffix = ".token"
 )
+
+// TokenPath is the token file of the sidecar serving socket.
+func TokenPath(socket string) string { return socket + TokenSuffix }
