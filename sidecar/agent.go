@@ -267,16 +267,6 @@ func (a *Agent) serveAPI() error {
 			l.Close()
 		}
 	}
-	if path := a.cfg.tokenPath(); path != "" {
-		if err := os.MkdirAll(filepath.Dir(path), socketDirMode); err != nil {
-			return fmt.Errorf("API token dir: %w", err)
-		}
-		token, err := writeToken(path)
-		if err != nil {
-			return err
-		}
-		a.apiToken = token
-	}
 	if a.cfg.Socket != "" {
 		l, err := a.listenSocket(a.cfg.Socket)
 		if err != nil {
@@ -291,6 +281,17 @@ func (a *Agent) serveAPI() error {
 			return fmt.Errorf("API address: %w", err)
 		}
 		listeners = append(listeners, l)
+	}
+	// After the socket: its directory has its mode by now.
+	if path := a.cfg.tokenPath(); path != "" {
+		err := os.MkdirAll(filepath.Dir(path), socketDirMode)
+		if err == nil {
+			a.apiToken, err = writeToken(path)
+		}
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("API token: %w", err)
+		}
 	}
 	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 10 * time.Second, ConnContext: connContext}
 	for _, l := range listeners {
