@@ -31,6 +31,7 @@ const (
 	mlSuspectMsg = 3
 	mlDeadMsg    = 5
 	mlUserMsg    = 8
+	mlEncryptMsg = 10
 )
 
 type mlSuspect struct {
@@ -49,32 +50,20 @@ type mlDead struct {
 func forge(t testing.TB, msgType byte, body any) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	buf.WriteByte(msgType)
-	if body != nil {
-		if err := codec.NewEncoder(&buf, &codec.MsgpackHandle{}).Encode(body); err != nil {
-			t.Fatal(err)
-		}
+	if err := codec.NewEncoder(&buf, &codec.MsgpackHandle{}).Encode(body); err != nil {
+		t.Fatal(err)
 	}
-	pkt, err := memberlist.AddLabelHeaderToPacket(buf.Bytes(), jobLabel)
+	return forgeRaw(t, msgType, buf.Bytes())
+}
+
+// forgeRaw is a memberlist message of msgType carrying payload as it is.
+func forgeRaw(t testing.TB, msgType byte, payload []byte) []byte {
+	t.Helper()
+	pkt, err := memberlist.AddLabelHeaderToPacket(append([]byte{msgType}, payload...), jobLabel)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return pkt
-}
-
-// forgedAttack is what a process on the network without the key sends to
-// target about victim: a suspicion, a death with an incarnation the victim
-// never reaches, a leave notice, and noise.
-func forgedAttack(t testing.TB, victim string) [][]byte {
-	noise := make([]byte, 512)
-	rand.Read(noise)
-	return [][]byte{
-		forge(t, mlSuspectMsg, mlSuspect{Incarnation: 1 << 30, Node: victim, From: "attacker"}),
-		forge(t, mlDeadMsg, mlDead{Incarnation: 1 << 30, Node: victim, From: "attacker"}),
-		nil, // the leave notice: see attackPackets
-		noise,
-		append([]byte{0x0a}, noise...), // "encrypted", with no key
-	}
 }
 
 func sendUDP(t testing.TB, to string, packets [][]byte) {
@@ -85,27 +74,26 @@ func sendUDP(t testing.TB, to string, packets [][]byte) {
 	}
 	defer conn.Close()
 	for _, p := range packets {
-		if len(p) == 0 {
-			continue
-		}
 		if _, err := conn.Write(p); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
 
-// attackPackets is forgedAttack with the leave notice in place.
+// attackPackets is what a process on the network without the key sends
+// about victim: a suspicion, a death with an incarnation the victim never
+// reaches, a leave notice, and noise (some of it posing as encrypted).
 func attackPackets(t testing.TB, victim string) [][]byte {
-	pkts := forgedAttack(t, victim)
-	var user bytes.Buffer
-	user.WriteByte(mlUserMsg)
-	user.Write(newLeaveNotice(victim).msg)
-	pkt, err := memberlist.AddLabelHeaderToPacket(user.Bytes(), jobLabel)
-	if err != nil {
-		t.Fatal(err)
+	t.Helper()
+	noise := make([]byte, 512)
+	rand.Read(noise)
+	return [][]byte{
+		forge(t, mlSuspectMsg, mlSuspect{Incarnation: 1 << 30, Node: victim, From: "attacker"}),
+		forge(t, mlDeadMsg, mlDead{Incarnation: 1 << 30, Node: victim, From: "attacker"}),
+		forgeRaw(t, mlUserMsg, newLeaveNotice(victim).msg),
+		noise,
+		append([]byte{mlEncryptMsg}, noise...),
 	}
-	pkts[2] = pkt
-	return pkts
 }
 
 // quietFor is how long a test waits for a death that must not come: ten
