@@ -6,7 +6,7 @@ BIN     := bin/ringside
 # Debian's python3-torch lives in the system Python, not in a pyenv one.
 PYTHON  ?= /usr/bin/python3
 
-.PHONY: all build demo test vet bench chaos clean torch iptables python-test
+.PHONY: all build demo test vet bench chaos clean torch iptables python-test fuzz fuzz-short
 
 all: build
 
@@ -19,9 +19,32 @@ build:
 demo: build
 	$(BIN) demo
 
-## test: vet and the Python tests, then every package with the race detector
-test: vet python-test iptables
+## test: vet, the Python tests and a short run of every fuzz target, then
+## every package with the race detector
+test: vet python-test iptables fuzz-short
 	$(GO) test $(RACE) -count=1 -timeout $(TIMEOUT) ./...
+
+## The fuzz targets, package:target: one for every decoder of outside input
+## (values in etcd, API bodies and requests, gossip messages and key files,
+## sysfs, cluster files, flags). Seed corpora live in each package's
+## testdata/fuzz/; a crash found is written there too, and replays in
+## `go test` from then on.
+FUZZ_TARGETS := \
+	coordinator/record:FuzzDecodeMember coordinator/record:FuzzDecodeGeneration \
+	coordinator/record:FuzzDecodeStatus coordinator/record:FuzzDecodeVote \
+	coordinator/jobstatus:FuzzSnapshot sidecar/api:FuzzBodies sidecar:FuzzTrainerAPI \
+	sidecar/gossip:FuzzParseKeys sidecar/gossip:FuzzGossipMessage \
+	netopt:FuzzSysfsValues netopt:FuzzReadCluster cmd/ringside:FuzzSidecarFlags
+FUZZTIME_SHORT ?= 2s
+FUZZTIME       ?= 10m
+
+## fuzz-short: every fuzz target for FUZZTIME_SHORT (part of `make test`)
+fuzz-short:
+	@GO=$(GO) internal/fuzz/run.sh $(FUZZTIME_SHORT) $(FUZZ_TARGETS)
+
+## fuzz: every fuzz target for FUZZTIME (10m each); prints each one's exec count
+fuzz:
+	@GO=$(GO) internal/fuzz/run.sh $(FUZZTIME) $(FUZZ_TARGETS)
 
 ## torch: installs Debian's python3-torch when missing (as root); with CI=true
 ## a torch that is still missing fails, so its tests never skip in CI

@@ -67,6 +67,10 @@ type Config struct {
 	// OnError, if set, is told of every failed etcd operation (op names
 	// it); the package retries on its own, this is for metrics.
 	OnError func(op string, err error)
+	// OnBadValue, if set, is told of every malformed value found under the
+	// job's prefix (ignored, and logged), by kind (record.KindOf): for
+	// metrics.
+	OnBadValue func(kind string)
 
 	hooks *testHooks
 }

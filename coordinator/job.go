@@ -88,7 +88,11 @@ func (j *Job) reportError(op string, err error) {
 
 func (j *Job) reportBad(key string, err error) {
 	j.badValues.Add(1)
-	j.log.Warn("ignoring malformed value", "key", key, "err", err)
+	kind := record.KindOf(key)
+	j.log.Warn("ignoring malformed value", "key", key, "kind", kind, "err", err)
+	if j.cfg.OnBadValue != nil {
+		j.cfg.OnBadValue(kind)
+	}
 }
 
 func (j *Job) genKey() string { return j.cfg.Prefix() + record.GenerationKey }

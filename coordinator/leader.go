@@ -378,6 +378,11 @@ func (c *committer) commit(ctx context.Context, next *record.Generation, d delta
 	next.MemberRevision = c.st.memberRev
 	next.Reason = d.String()
 	next.Left = d.left
+	token, err := record.NewStoreToken()
+	if err != nil {
+		return fmt.Errorf("commit generation %d: %w", next.Number, err)
+	}
+	next.StoreToken = token
 	if h := m.job.cfg.hooks; h != nil && h.beforeCommit != nil {
 		h.beforeCommit(next)
 	}

@@ -99,6 +99,8 @@ func ValidateCluster(members []ClusterMember) error {
 		}
 		if m.Slots < 1 {
 			fail(i, "slots must be at least 1, got %d", m.Slots)
+		} else if m.Slots > record.MaxSlots {
+			fail(i, "slots %d is more than %d", m.Slots, record.MaxSlots)
 		}
 		if len(m.Topology) != depth {
 			fail(i, "topology has %d levels but member 0 has %d; every member needs the same depth", len(m.Topology), depth)

@@ -13,12 +13,12 @@ import (
 // bus/pci/devices, class/net and class/infiniband, with relative links as
 // on a real machine.
 type sysfsFixture struct {
-	t   *testing.T
+	t   testing.TB
 	sys string
 	dev string
 }
 
-func newFixture(t *testing.T) *sysfsFixture {
+func newFixture(t testing.TB) *sysfsFixture {
 	t.Helper()
 	root := t.TempDir()
 	f := &sysfsFixture{t: t, sys: filepath.Join(root, "sys"), dev: filepath.Join(root, "dev")}

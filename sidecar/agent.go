@@ -46,9 +46,10 @@ type Agent struct {
 	gossip *gossip.Gossip
 	resets socketResetter
 
-	drainCh  chan string
-	started  chan struct{}
-	stopping chan struct{}
+	drainCh    chan string
+	reloadKeys chan struct{} // capacity 1: read the gossip key file now
+	started    chan struct{}
+	stopping   chan struct{}
 
 	mu        sync.Mutex
 	gen       *record.Generation
@@ -59,6 +60,7 @@ type Agent struct {
 	beats     heartbeats
 	beatCh    chan struct{} // capacity 1: a heartbeat arrived since the last flush
 
+	apiToken   string                // the API token (apiguard.go); "" without a token file
 	runCtx     context.Context       // lives until the agent stops; set before the API and gossip start
 	suspicions map[string]*suspicion // our standing votes, by suspect
 	checkedAt  map[string]time.Time  // when each member was last checked
@@ -87,6 +89,7 @@ func New(cfg Config, logger *slog.Logger) (*Agent, error) {
 		log:        logger.With("job", cfg.Job.Job, "namespace", cfg.Job.Namespace, "member", cfg.MemberID),
 		events:     newBroadcaster(),
 		drainCh:    make(chan string, 1),
+		reloadKeys: make(chan struct{}, 1),
 		started:    make(chan struct{}),
 		stopping:   make(chan struct{}),
 		changed:    make(chan struct{}),
@@ -187,6 +190,7 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 	}
 	jcfg.Logger = a.base
 	jcfg.OnError = func(op string, _ error) { a.metrics.etcdErrors.WithLabelValues(op).Inc() }
+	jcfg.OnBadValue = func(kind string) { a.metrics.invalidRecords.WithLabelValues(kind).Inc() }
 	if a.job, err = coordinator.NewJob(a.client, jcfg); err != nil {
 		return err
 	}
@@ -195,8 +199,17 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 		return err
 	}
 	gcfg.Logger = a.log
+	gcfg.OnInvalidMessage = func() { a.metrics.invalidRecords.WithLabelValues("gossip").Inc() }
 	if a.gossip, err = gossip.Start(runCtx, gcfg, suspects{a}); err != nil {
 		return fmt.Errorf("start gossip: %w", err)
+	}
+	if len(gcfg.Keys) == 0 {
+		a.log.Warn("gossip is not encrypted (--insecure-trusted-network): every host that reaches the gossip port can evict members and join the job")
+	} else {
+		a.log.Info("gossip encrypted", "keys", len(gcfg.Keys), "primary", gossip.Fingerprint(gcfg.Keys[0]))
+	}
+	if cfg.GossipKeyFile != "" {
+		a.wg.Go(func() { a.watchGossipKeys(runCtx) })
 	}
 	a.resets = sockreset.New(a.log)
 	if err := a.serveAPI(); err != nil {
@@ -230,28 +243,38 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 // serveAPI listens on the socket (and the optional TCP address).
 func (a *Agent) serveAPI() error {
 	var listeners []net.Listener
-	if a.cfg.Socket != "" {
-		if err := os.MkdirAll(filepath.Dir(a.cfg.Socket), 0o755); err != nil {
-			return fmt.Errorf("API socket dir: %w", err)
+	closeAll := func() {
+		for _, l := range listeners {
+			l.Close()
 		}
-		os.Remove(a.cfg.Socket) // a stale socket of an earlier run
-		l, err := net.Listen("unix", a.cfg.Socket)
+	}
+	if a.cfg.Socket != "" {
+		l, err := a.listenSocket(a.cfg.Socket)
 		if err != nil {
-			return fmt.Errorf("API socket: %w", err)
+			return err
 		}
 		listeners = append(listeners, l)
 	}
 	if a.cfg.HTTPAddr != "" {
 		l, err := net.Listen("tcp", a.cfg.HTTPAddr)
 		if err != nil {
-			for _, l := range listeners {
-				l.Close()
-			}
+			closeAll()
 			return fmt.Errorf("API address: %w", err)
 		}
 		listeners = append(listeners, l)
 	}
-	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 10 * time.Second}
+	// After the socket: its directory has its mode by now.
+	if path := a.cfg.tokenPath(); path != "" {
+		err := os.MkdirAll(filepath.Dir(path), socketDirMode)
+		if err == nil {
+			a.apiToken, err = writeToken(path)
+		}
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("API token: %w", err)
+		}
+	}
+	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 10 * time.Second, ConnContext: connContext}
 	for _, l := range listeners {
 		a.wg.Go(func() {
 			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -286,6 +309,9 @@ func (a *Agent) shutdown() {
 	}
 	if a.cfg.Socket != "" {
 		os.Remove(a.cfg.Socket)
+	}
+	if a.apiToken != "" {
+		os.Remove(a.cfg.tokenPath()) // it opens nothing once the sidecar is gone
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/ringside/ringside/coordinator"
 	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
 	"github.com/ringside/ringside/sidecar"
+	"github.com/ringside/ringside/sidecar/sidecartest"
 )
 
 func TestSecondSidecarUnderALiveMemberIDExitsNamingTheConflict(t *testing.T) {
@@ -24,6 +25,7 @@ func TestSecondSidecarUnderALiveMemberIDExitsNamingTheConflict(t *testing.T) {
 	cfg.MemberID, cfg.Advertise = "w0", "127.0.0.1"
 	cfg.Socket = filepath.Join(t.TempDir(), "twin.sock")
 	cfg.GossipPort, cfg.NodeWatch, cfg.SysfsRoot = 0, false, t.TempDir()
+	cfg.GossipKeys = []string{sidecartest.GossipKey(t, srv.Endpoints(), "api")}
 	twin, err := sidecar.New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

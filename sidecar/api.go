@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/sidecar/api"
 )
 
@@ -38,12 +39,13 @@ func (a *Agent) handler() http.Handler {
 			h(rec, r)
 		})
 	}
-	route("/v1/rendezvous", http.MethodGet, a.serveRendezvous)
-	route("/v1/events", http.MethodGet, a.serveEvents)
-	route("/v1/heartbeat", http.MethodPost, a.serveHeartbeat)
-	route("/v1/failure", http.MethodPost, a.serveFailure)
-	route("/v1/leave", http.MethodPost, a.serveLeave)
-	route("/v1/restart", http.MethodPost, a.serveRestart)
+	// The trainer's own endpoints (see api.TokenHeader).
+	route("/v1/rendezvous", http.MethodGet, a.trainerOnly(a.serveRendezvous))
+	route("/v1/events", http.MethodGet, a.trainerOnly(a.serveEvents))
+	route("/v1/heartbeat", http.MethodPost, a.trainerOnly(a.serveHeartbeat))
+	route("/v1/failure", http.MethodPost, a.trainerOnly(a.serveFailure))
+	route("/v1/leave", http.MethodPost, a.trainerOnly(a.serveLeave))
+	route("/v1/restart", http.MethodPost, a.trainerOnly(a.serveRestart))
 	route("/v1/healthz", http.MethodGet, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, api.StatusBody{Status: api.StatusOK})
 	})
@@ -190,6 +192,10 @@ func (a *Agent) serveFailure(w http.ResponseWriter, r *http.Request) {
 	}
 	if f.Peer == "" {
 		writeError(w, http.StatusBadRequest, "failure: peer is empty; name the member whose collective failed")
+		return
+	}
+	if err := record.ValidateID(f.Peer); err != nil {
+		writeError(w, http.StatusBadRequest, "failure: peer: "+err.Error())
 		return
 	}
 	if f.Peer == a.cfg.MemberID {

@@ -3,8 +3,10 @@ package sidecar
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/ringside/ringside/coordinator"
@@ -35,14 +37,45 @@ type Config struct {
 	Topology   []string
 	NodeLabels map[string]string
 
-	// Socket is the unix socket of the trainer API; HTTPAddr optionally
-	// serves the same API on TCP (loopback).
-	Socket, HTTPAddr string
+	// Socket is the unix socket of the trainer API (mode 0660, in a
+	// directory of mode 0750); HTTPAddr optionally serves the same API on
+	// TCP, a loopback address unless HTTPAllowNonLoopback.
+	Socket, HTTPAddr     string
+	HTTPAllowNonLoopback bool
+	// APITokenFile is where the sidecar writes the API token that callers
+	// without peer credentials (TCP, or another uid) send in
+	// api.TokenHeader; empty: beside the socket (api.TokenPath).
+	APITokenFile string
+	// APIAllowUIDs and APIAllowGIDs are the uids and gids besides the
+	// sidecar's own whose processes the unix socket takes for the pod's
+	// trainer (the trainer container's runAsUser / runAsGroup).
+	APIAllowUIDs, APIAllowGIDs []int
 
-	// GossipPort is the memberlist port (0 picks a free one);
-	// GossipKeyFile holds the AES key that encrypts gossip.
-	GossipPort    int
+	// GossipPort is the memberlist port (0 picks a free one).
+	GossipPort int
+	// GossipKeyFile holds the keys that encrypt and authenticate gossip
+	// (gossip.LoadKeys: one base64 key per line, the first encrypts). It
+	// is read again when its content changes (checked every
+	// GossipKeyCheck) and on ReloadGossipKeys (SIGHUP), and the new keys
+	// are applied in place: a key rotation moves no member out of the pool
+	// (gossip.Gossip.SetKeys has the three rounds). A Kubernetes Secret
+	// mounted as a volume is such a file.
 	GossipKeyFile string
+	// GossipKeys are keys given directly, base64, the first encrypts
+	// (RINGSIDE_GOSSIP_KEY); they change only with a restart. At most one
+	// of GossipKeyFile and GossipKeys.
+	GossipKeys []string
+	// GossipKeyCheck is how often the key file is checked for a change.
+	// 5 s: the kubelet takes up to a minute to update a mounted Secret, so
+	// a rotation's round waits on it, not on this.
+	GossipKeyCheck time.Duration
+	// InsecureTrustedNetwork lets the sidecar gossip in plain text when
+	// it has no key. Without a key anyone who reaches the gossip port can
+	// declare members dead or gone and join the pool, so the sidecar
+	// refuses to start without a key unless this says that every host
+	// that can reach the port is trusted. A key, when given, is used
+	// whatever this says.
+	InsecureTrustedNetwork bool
 
 	// Grace bounds how long a drain waits for the generation without this
 	// member before leaving anyway.
@@ -84,14 +117,15 @@ type Config struct {
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		Job:        coordinator.DefaultConfig("default", ""),
-		Etcd:       etcdconn.DefaultConfig(),
-		MemberID:   firstNonEmpty(os.Getenv("POD_NAME"), host),
-		Advertise:  os.Getenv("POD_IP"),
-		Node:       os.Getenv("NODE_NAME"),
-		Slots:      1,
-		Socket:     "/var/run/ringside/ringside.sock",
-		GossipPort: 7946,
+		Job:            coordinator.DefaultConfig("default", ""),
+		Etcd:           etcdconn.DefaultConfig(),
+		MemberID:       firstNonEmpty(os.Getenv("POD_NAME"), host),
+		Advertise:      os.Getenv("POD_IP"),
+		Node:           os.Getenv("NODE_NAME"),
+		Slots:          1,
+		Socket:         "/var/run/ringside/ringside.sock",
+		GossipPort:     7946,
+		GossipKeyCheck: 5 * time.Second,
 		// 30 s: Kubernetes' default terminationGracePeriodSeconds.
 		Grace:          25 * time.Second,
 		StatusInterval: time.Second,
@@ -123,6 +157,22 @@ func (c Config) Validate() error {
 	}
 	if c.Socket == "" && c.HTTPAddr == "" {
 		errs = append(errs, errors.New("neither an API socket nor an HTTP address is set"))
+	}
+	if c.HTTPAddr != "" {
+		if err := checkHTTPAddr(c.HTTPAddr, c.HTTPAllowNonLoopback); err != nil {
+			errs = append(errs, err)
+		}
+		if c.tokenPath() == "" {
+			errs = append(errs, errors.New("an HTTP address without a socket needs --api-token-file: TCP callers prove they are the trainer with its token"))
+		}
+	}
+	for _, id := range append(slices.Clone(c.APIAllowUIDs), c.APIAllowGIDs...) {
+		if id < 0 || id > math.MaxUint32 {
+			errs = append(errs, fmt.Errorf("allowed uid or gid %d is out of range", id))
+		}
+	}
+	if err := c.validateGossipKey(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.GossipPort < 0 || c.GossipPort > 65535 {
 		errs = append(errs, fmt.Errorf("gossip port %d is out of range", c.GossipPort))
@@ -164,12 +214,46 @@ func (c Config) gossipConfig() (gossip.Config, error) {
 	}
 	g.BindPort = c.GossipPort
 	g.AdvertiseAddr = c.Advertise
-	if c.GossipKeyFile != "" {
-		key, err := gossip.LoadKey(c.GossipKeyFile)
-		if err != nil {
-			return g, err
-		}
-		g.SecretKey = key
+	keys, err := c.gossipKeys()
+	if err != nil {
+		return g, err
 	}
+	g.Keys = keys
 	return g, nil
+}
+
+// ErrNoGossipKey is the config error of a sidecar given no gossip key and
+// not told that its network is trusted.
+var ErrNoGossipKey = errors.New("gossip has no key: anyone who reaches the gossip port could declare members dead and join the job. " +
+	"Give one with --gossip-key-file FILE (env RINGSIDE_GOSSIP_KEY_FILE; a mounted Secret, which can be rotated in place) " +
+	"or with the env RINGSIDE_GOSSIP_KEY=<base64 key>; `ringside gossip-key` prints a new key. " +
+	"Only where every host that can reach the gossip port is trusted, pass --insecure-trusted-network instead")
+
+func (c Config) validateGossipKey() error {
+	switch {
+	case c.GossipKeyFile != "" && len(c.GossipKeys) > 0:
+		return errors.New("gossip keys given both in a file (--gossip-key-file) and directly (--gossip-key): give one")
+	case c.GossipKeyFile == "" && len(c.GossipKeys) == 0 && !c.InsecureTrustedNetwork:
+		return ErrNoGossipKey
+	case c.GossipKeyFile != "" && c.GossipKeyCheck <= 0:
+		return fmt.Errorf("gossip key check interval must be positive, got %s", c.GossipKeyCheck)
+	case len(c.GossipKeys) > 0:
+		if _, err := gossip.DecodeKeys(c.GossipKeys); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gossipKeys returns the configured keys, read from the file if one is
+// set; none means plain text (allowed by Validate only on a trusted
+// network).
+func (c Config) gossipKeys() ([][]byte, error) {
+	switch {
+	case c.GossipKeyFile != "":
+		return gossip.LoadKeys(c.GossipKeyFile)
+	case len(c.GossipKeys) > 0:
+		return gossip.DecodeKeys(c.GossipKeys)
+	}
+	return nil, nil
 }

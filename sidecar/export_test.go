@@ -1,8 +1,13 @@
 package sidecar
 
 import (
+	"context"
+	"github.com/ringside/ringside/sidecar/gossip"
 	"log/slog"
 	"net/http"
+	"os"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ringside/ringside/coordinator/record"
 )
@@ -16,7 +21,12 @@ func NewFixedAgent(cfg Config, g *record.Generation, nccl map[string]string) (*A
 		return nil, nil, err
 	}
 	a.gen, a.nccl = g, nccl
-	return a, a.handler(), nil
+	h := a.handler()
+	// Requests come from this process, as the pod's trainer.
+	self := caller{cred: &unix.Ucred{Uid: uint32(os.Geteuid()), Gid: uint32(os.Getegid())}}
+	return a, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, self)))
+	}), nil
 }
 
 // AnnounceDrain starts the drain's announcement, as a drain does first.
@@ -24,3 +34,25 @@ func (a *Agent) AnnounceDrain(reason string) { a.announceDrain(reason) }
 
 // AnnounceDead announces member's death, as a confirmed death does first.
 func (a *Agent) AnnounceDead(member string) { a.publishDead(member) }
+
+// GossipKeys returns the gossip keyring in use, the primary key first.
+func (a *Agent) GossipKeys() [][]byte { return a.gossip.Keys() }
+
+// GossipMembers returns how many members this agent's gossip holds alive.
+func (a *Agent) GossipMembers() int { return a.gossip.Members() }
+
+// CheckGossip pings member over gossip once and reports whether it answered.
+func (a *Agent) CheckGossip(ctx context.Context, member string) (bool, error) {
+	st, err := a.gossip.Check(ctx, member)
+	return st == gossip.Answered, err
+}
+
+// GenerationNumber returns the number of the generation the agent holds (0:
+// none).
+func (a *Agent) GenerationNumber() int64 {
+	g, _ := a.generation()
+	if g == nil {
+		return 0
+	}
+	return g.Number
+}

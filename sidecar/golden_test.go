@@ -103,6 +103,7 @@ func goldenGeneration(paused bool) *record.Generation {
 		Paused:     paused,
 		Reason:     "join w2",
 		Leader:     "w0",
+		StoreToken: "5f0c8e2a9b7d4c1e3a6f8b0d2c4e6a18",
 	}
 	g.BuildIndex()
 	return g
@@ -111,13 +112,14 @@ func goldenGeneration(paused bool) *record.Generation {
 var goldenNCCL = map[string]string{"NCCL_SOCKET_IFNAME": "=eth0", "NCCL_IB_DISABLE": "1"}
 
 // fixedAgent returns the trainer API of member id holding g.
-func fixedAgent(t *testing.T, id string, g *record.Generation) (*sidecar.Agent, http.Handler) {
+func fixedAgent(t testing.TB, id string, g *record.Generation) (*sidecar.Agent, http.Handler) {
 	t.Helper()
 	cfg := sidecar.DefaultConfig()
 	cfg.Job.Job = "golden"
 	cfg.MemberID, cfg.Advertise = id, "10.0.0.10"
 	cfg.Socket = filepath.Join(t.TempDir(), "unused.sock")
 	cfg.Grace = 25 * time.Second
+	cfg.InsecureTrustedNetwork = true // it never gossips
 	a, h, err := sidecar.NewFixedAgent(cfg, g, goldenNCCL)
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,9 @@ type metrics struct {
 	deadPeers       prometheus.Counter
 	votes           *prometheus.CounterVec
 	socketsReset    prometheus.Counter
+	keyReloads      *prometheus.CounterVec
+	apiRefused      prometheus.Counter
+	invalidRecords  *prometheus.CounterVec
 }
 
 // latencyBuckets span 10 ms to ~40 s: detection and recovery times.
@@ -89,10 +92,22 @@ func newMetrics(gossipMembers, gossipSuspects func() float64) *metrics {
 			Name: "ringside_sockets_reset_total",
 			Help: "TCP connections to dead members destroyed.",
 		}),
+		keyReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ringside_gossip_key_reloads_total",
+			Help: "Changes of the gossip key file, by result (applied, failed: the keys in use stay).",
+		}, []string{"result"}),
+		apiRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ringside_api_refused_total",
+			Help: "Trainer API requests refused because the caller is not this pod's trainer (wrong uid, no or a wrong token).",
+		}),
+		invalidRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ringside_invalid_records_total",
+			Help: "Malformed or out-of-bounds values read from etcd or a peer, ignored, by kind (member, generation, vote, status, eviction, gossip, other).",
+		}, []string{"kind"}),
 	}
 	m.reg.MustRegister(m.generation, m.worldSize, m.members, m.leader, m.failureToCommit,
 		m.rendezvousWait, m.trainerAttached, m.gossipMembers, m.gossipSuspects, m.etcdErrors, m.apiRequests,
-		m.deadPeers, m.votes, m.socketsReset,
+		m.deadPeers, m.votes, m.socketsReset, m.keyReloads, m.apiRefused, m.invalidRecords,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

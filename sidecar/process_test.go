@@ -3,6 +3,7 @@ package sidecar_test
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
 	"github.com/ringside/ringside/internal/testbin"
 	"github.com/ringside/ringside/sidecar/api"
+	"github.com/ringside/ringside/sidecar/sidecartest"
 )
 
 // sidecarProc is a `ringside sidecar` process.
@@ -32,7 +34,7 @@ func startSidecar(t *testing.T, endpoints []string, n int, extra ...string) *sid
 	args := append([]string{"sidecar",
 		"--job", "proc", "--etcd-endpoints", endpoints[0],
 		"--member-id", id, "--advertise", fmt.Sprintf("127.0.0.%d", n+2),
-		"--socket", socket, "--gossip-port", "0",
+		"--socket", socket, "--gossip-port", "0", "--gossip-key-file", gossipKeyFile(t, endpoints, "proc"),
 		"--settle", "100ms", "--node-watch=false", "--sysfs-root", t.TempDir(),
 		"--log-format", "json",
 	}, extra...)
@@ -51,6 +53,17 @@ func startSidecar(t *testing.T, endpoints []string, n int, extra ...string) *sid
 	})
 	p.api = newAPIClient(t, socket)
 	return p
+}
+
+// gossipKeyFile writes job's gossip key (one per job and etcd) into a key
+// file of the test's.
+func gossipKeyFile(t *testing.T, endpoints []string, job string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "gossip.key")
+	if err := os.WriteFile(path, []byte(sidecartest.GossipKey(t, endpoints, job)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // waitReady waits until the process serves its API.

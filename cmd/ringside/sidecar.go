@@ -4,13 +4,17 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"sync"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/ringside/ringside/sidecar"
 	"github.com/ringside/ringside/sidecar/footprint"
+	"github.com/ringside/ringside/sidecar/gossip"
 )
 
 func newSidecarCmd() *cobra.Command {
@@ -45,8 +49,9 @@ RINGSIDE_ETCD_ENDPOINTS, and so on.`,
     --etcd-ca ca.crt --etcd-cert llama.crt --etcd-key llama.key
 
   # on a laptop, against 'ringside etcd'
+  ringside gossip-key > /tmp/demo.key
   ringside sidecar --job demo --member-id w0 --advertise 127.0.0.2 \
-    --socket /tmp/w0.sock --gossip-port 0`,
+    --socket /tmp/w0.sock --gossip-port 0 --gossip-key-file /tmp/demo.key`,
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			return flagsFromEnv(cmd.Flags())
@@ -70,6 +75,8 @@ RINGSIDE_ETCD_ENDPOINTS, and so on.`,
 			if err != nil {
 				return err
 			}
+			stop := reloadOnHangup(agent)
+			defer stop()
 			return agent.Run(cmd.Context())
 		},
 	}
@@ -85,9 +92,16 @@ RINGSIDE_ETCD_ENDPOINTS, and so on.`,
 	f.StringVar(&topology, "topology", "", "topology path, broad to narrow, comma-separated (zone-a,block-1,rack-3,host-7)")
 	f.StringVar(&labels, "node-labels", "", "node labels to derive the topology path from (key=value,...)")
 	f.StringVar(&cfg.Socket, "socket", cfg.Socket, "unix socket of the trainer API (in a shared emptyDir)")
-	f.StringVar(&cfg.HTTPAddr, "http-addr", "", "also serve the trainer API on this TCP address (e.g. 127.0.0.1:7878)")
+	f.StringVar(&cfg.HTTPAddr, "http-addr", "", "also serve the trainer API on this TCP address, loopback only (e.g. 127.0.0.1:7878); callers send the API token")
+	f.BoolVar(&cfg.HTTPAllowNonLoopback, "http-allow-non-loopback", false, "let --http-addr be an address other than loopback (every caller still needs the API token)")
+	f.StringVar(&cfg.APITokenFile, "api-token-file", "", "where to write the API token that callers without the sidecar's uid send in the X-Ringside-Token header (default: the socket's path + .token)")
+	f.IntSliceVar(&cfg.APIAllowUIDs, "api-allow-uids", nil, "uids besides the sidecar's own whose processes the socket takes for this pod's trainer")
+	f.IntSliceVar(&cfg.APIAllowGIDs, "api-allow-gids", nil, "gids whose processes the socket takes for this pod's trainer")
 	f.IntVar(&cfg.GossipPort, "gossip-port", cfg.GossipPort, "gossip port, UDP and TCP (0 picks a free one)")
-	f.StringVar(&cfg.GossipKeyFile, "gossip-key-file", "", "file with the AES key (16, 24 or 32 bytes, raw or base64) that encrypts gossip")
+	f.StringVar(&cfg.GossipKeyFile, "gossip-key-file", "", "file with the gossip keys, one base64 AES key (16, 24 or 32 bytes) per line, the first encrypts; re-read when it changes and on SIGHUP (`ringside gossip-key` prints a key)")
+	f.StringSliceVar(&cfg.GossipKeys, "gossip-key", nil, "gossip keys, base64, the first encrypts; prefer the env RINGSIDE_GOSSIP_KEY or a key file (a command line is visible to every process on the host)")
+	f.DurationVar(&cfg.GossipKeyCheck, "gossip-key-check", cfg.GossipKeyCheck, "how often the gossip key file is checked for new keys")
+	f.BoolVar(&cfg.InsecureTrustedNetwork, "insecure-trusted-network", false, "gossip in plain text when no key is given: only where every host that can reach the gossip port is trusted (anyone there can evict members and join the job)")
 	f.IntVar(&j.MasterPort, "master-port", j.MasterPort, "first port of rank 0's store; it rotates with the generation")
 	f.IntVar(&j.MasterPortRange, "master-port-range", j.MasterPortRange, "number of master ports to rotate through")
 	f.IntVar(&j.Policy.Min, "min", j.Policy.Min, "smallest world size that trains (below it the job pauses)")
@@ -106,6 +120,56 @@ RINGSIDE_ETCD_ENDPOINTS, and so on.`,
 	f.Int64Var(&memoryLimitMiB, "memory-limit", memoryLimitMiB, "soft limit of the sidecar's Go memory in MiB, which the collector keeps to (0: none; GOMEMLIMIT wins)")
 	f.BoolVar(&cfg.Footprint.ReleaseStartupPages, "release-startup-pages", cfg.Footprint.ReleaseStartupPages, "once running, unmap the executable's pages that only starting up used")
 	return cmd
+}
+
+// reloadOnHangup has the agent read its gossip key file again on every
+// SIGHUP until stop is called.
+func reloadOnHangup(agent *sidecar.Agent) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-hup:
+				agent.ReloadGossipKeys()
+			case <-done:
+				return
+			}
+		}
+	})
+	return func() {
+		signal.Stop(hup)
+		close(done)
+		wg.Wait()
+	}
+}
+
+func newGossipKeyCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "gossip-key",
+		Short: "Print a new random gossip key (AES-256, base64)",
+		Long: `gossip-key prints a new random key for the encryption of a job's gossip:
+32 random bytes, base64, one line: what --gossip-key-file holds (one key per
+line, the first encrypts) and RINGSIDE_GOSSIP_KEY takes.
+
+To rotate a job's key without a pod leaving the pool, change the key file of
+every sidecar in three rounds, each reaching every pod before the next:
+add the new key as the second line; move it first; remove the old one. The
+sidecar reads the file again when it changes and on SIGHUP.`,
+		Example: `  ringside gossip-key > gossip.key
+  kubectl create secret generic llama-gossip --from-file=gossip.key`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			key, err := gossip.NewKey()
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), key)
+			return err
+		},
+	}
 }
 
 // flagsFromEnv sets every flag not given on the command line from

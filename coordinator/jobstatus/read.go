@@ -64,6 +64,10 @@ func parse(prefix string, kvs []*mvccpb.KeyValue) *contents {
 		case strings.HasPrefix(rel, record.StatusDir):
 			err = c.addHeartbeat(strings.TrimPrefix(rel, record.StatusDir), kv.Value)
 		case strings.HasPrefix(rel, record.ElectionDir) && len(kv.Value) > 0:
+			if err = record.ValidateID(string(kv.Value)); err != nil {
+				err = fmt.Errorf("malformed leader campaign: %w", err)
+				break
+			}
 			if c.leader == "" || kv.CreateRevision < c.leaderRev {
 				c.leader, c.leaderRev = string(kv.Value), kv.CreateRevision
 			}

@@ -1,10 +1,46 @@
 package record
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 )
+
+// StoreTokenBytes is how many random bytes a store token holds; it is
+// their hex encoding.
+const StoreTokenBytes = 16
+
+// NewStoreToken returns a new random store token (Generation.StoreToken).
+func NewStoreToken() (string, error) {
+	b := make([]byte, StoreTokenBytes)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("store token: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// LogValue is what slog writes for a generation: its shape, never its
+// store token.
+func (g *Generation) LogValue() slog.Value {
+	if g == nil {
+		return slog.StringValue("<none>")
+	}
+	return slog.GroupValue(slog.Int64("number", g.Number), slog.Int("world_size", g.WorldSize),
+		slog.Int("members", len(g.Members)), slog.Bool("paused", g.Paused), slog.String("leader", g.Leader),
+		slog.String("reason", g.Reason))
+}
+
+// String is the generation for people (and %v), without its store token.
+func (g *Generation) String() string {
+	if g == nil {
+		return "<no generation>"
+	}
+	return fmt.Sprintf("generation %d (world size %d, %d members, leader %s)", g.Number, g.WorldSize, len(g.Members), g.Leader)
+}
 
 // Generation is one committed configuration of the all-reduce group,
 // stored under the job's generation key. A Generation handed out by a
@@ -34,6 +70,13 @@ type Generation struct {
 	Leader string `json:"leader"`
 	// MemberRevision is the etcd revision of members/ it was built from.
 	MemberRevision int64 `json:"member_revision"`
+	// StoreToken is the generation's secret for rank 0's store: random,
+	// new with every commit (NewStoreToken), handed by the trainer API to
+	// the generation's placed members only (Rendezvous.StoreToken), so the
+	// store can refuse every client that is not a rank of this generation.
+	// It is a secret: it never goes into logs, metrics or status output
+	// (LogValue leaves it out).
+	StoreToken string `json:"store_token,omitempty"`
 
 	index map[string]int
 }
@@ -103,29 +146,81 @@ func DecodeGeneration(value []byte) (*Generation, error) {
 
 // Validate reports the first rule of a generation that g breaks: a
 // positive number, distinct members with slots, ranks contiguous from 0 in
-// ring order, and a world size that is their sum.
+// ring order, a world size that is their sum, addresses that parse, and
+// every value within its bound (MaxMembers, MaxSlots, ...), so that no sum
+// overflows.
 func (g *Generation) Validate() error {
 	if g.Number < 1 {
 		return fmt.Errorf("number %d is not positive", g.Number)
 	}
+	if g.Number > MaxGeneration {
+		return fmt.Errorf("number %d is more than %d", g.Number, int64(MaxGeneration))
+	}
+	if len(g.Members) > MaxMembers || len(g.Standby) > MaxMembers || len(g.Left) > MaxMembers {
+		return fmt.Errorf("more than %d members, standby or left members", MaxMembers)
+	}
 	rank := 0
 	seen := make(map[string]bool, len(g.Members))
 	for _, m := range g.Members {
+		if err := ValidateID(m.ID); err != nil {
+			if m.ID == "" {
+				return errors.New("a member has no id")
+			}
+			return fmt.Errorf("a member's %w", err)
+		}
 		switch {
-		case m.ID == "":
-			return errors.New("a member has no id")
 		case seen[m.ID]:
 			return fmt.Errorf("member %q appears twice", m.ID)
-		case m.Slots < 1:
+		case m.Slots < 1 || m.Slots > MaxSlots:
 			return fmt.Errorf("member %q has %d slots", m.ID, m.Slots)
 		case m.Rank != rank:
 			return fmt.Errorf("member %q has rank %d, want %d", m.ID, m.Rank, rank)
+		case m.Incarnation < 0 || m.Incarnation > MaxGeneration:
+			return fmt.Errorf("member %q has incarnation %d", m.ID, m.Incarnation)
+		}
+		if m.Addr != "" {
+			if err := ValidateHost(m.Addr); err != nil {
+				return fmt.Errorf("member %q addr: %w", m.ID, err)
+			}
+		}
+		if err := validText("instance", m.Instance, MaxIDLen); err != nil {
+			return fmt.Errorf("member %q: %w", m.ID, err)
 		}
 		seen[m.ID] = true
 		rank += m.Slots
 	}
 	if rank != g.WorldSize {
 		return fmt.Errorf("world size %d, but the members hold %d ranks", g.WorldSize, rank)
+	}
+	for _, id := range append(slices.Clip(g.Standby), g.Left...) {
+		if err := ValidateID(id); err != nil {
+			return fmt.Errorf("a standby or left member's %w", err)
+		}
+	}
+	if len(g.Members) > 0 && g.MasterAddr != "" {
+		if err := ValidateHost(g.MasterAddr); err != nil {
+			return fmt.Errorf("master_addr: %w", err)
+		}
+	}
+	if g.MasterPort < 0 || g.MasterPort > 65535 || (len(g.Members) > 0 && g.MasterAddr != "" && g.MasterPort == 0) {
+		return fmt.Errorf("master port %d is not in 1-65535", g.MasterPort)
+	}
+	if g.MemberRevision < 0 || g.MemberRevision > MaxGeneration {
+		return fmt.Errorf("member revision %d is out of range", g.MemberRevision)
+	}
+	if err := validText("reason", g.Reason, MaxTextLen); err != nil {
+		return err
+	}
+	if g.Leader != "" {
+		if err := ValidateID(g.Leader); err != nil {
+			return fmt.Errorf("leader's %w", err)
+		}
+	}
+	if len(g.StoreToken) > 2*64 {
+		return fmt.Errorf("store token is %d characters, more than %d", len(g.StoreToken), 2*64)
+	}
+	if _, err := hex.DecodeString(g.StoreToken); err != nil {
+		return errors.New("store token is not hex")
 	}
 	return nil
 }

@@ -1,5 +1,7 @@
 package record
 
+import "strings"
+
 // The job's keys, relative to its Prefix.
 const (
 	// MembersDir holds members/<id>, one MemberInfo per member.
@@ -33,4 +35,45 @@ func idOf(key string) string {
 		}
 	}
 	return key
+}
+
+// KindOf names what a key (relative to the job's Prefix, or absolute)
+// holds, for the count of malformed values: member, generation, vote,
+// status, eviction, or other.
+func KindOf(key string) string {
+	if i := indexJobKey(key); i >= 0 {
+		key = key[i:]
+	}
+	switch {
+	case strings.HasPrefix(key, MembersDir):
+		return "member"
+	case key == GenerationKey:
+		return "generation"
+	case strings.HasPrefix(key, SuspectsDir):
+		return "vote"
+	case strings.HasPrefix(key, StatusDir):
+		return "status"
+	case strings.HasPrefix(key, EvictedDir):
+		return "eviction"
+	}
+	return "other"
+}
+
+// indexJobKey returns where the job-relative part of an absolute key
+// (/ringside/<namespace>/<job>/...) starts, or -1 for a relative key.
+func indexJobKey(key string) int {
+	const root = "/ringside/"
+	if !strings.HasPrefix(key, root) {
+		return -1
+	}
+	slashes := 0
+	for i := len(root); i < len(key); i++ {
+		if key[i] == '/' {
+			slashes++
+			if slashes == 2 {
+				return i + 1
+			}
+		}
+	}
+	return -1
 }

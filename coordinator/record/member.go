@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // MemberInfo is what a member publishes under members/<id>.
@@ -36,22 +35,49 @@ type MemberInfo struct {
 	JoinRevision int64 `json:"-"`
 }
 
-// Validate reports what is wrong with a member record.
+// Validate reports what is wrong with a member record: every field is
+// bounded (see MaxSlots and the other bounds) and every address parses.
 func (m MemberInfo) Validate() error {
 	var errs []error
-	if m.ID == "" {
-		errs = append(errs, errors.New("id is empty"))
-	} else if strings.ContainsAny(m.ID, "/ \t\n") {
-		errs = append(errs, fmt.Errorf("id %q contains '/' or whitespace", m.ID))
+	if err := ValidateID(m.ID); err != nil {
+		errs = append(errs, err)
 	}
 	if m.Addr == "" {
 		errs = append(errs, errors.New("addr is empty"))
+	} else if err := ValidateHost(m.Addr); err != nil {
+		errs = append(errs, fmt.Errorf("addr: %w", err))
 	}
 	if m.Slots < 1 {
 		errs = append(errs, fmt.Errorf("slots must be at least 1, got %d", m.Slots))
+	} else if m.Slots > MaxSlots {
+		errs = append(errs, fmt.Errorf("slots %d is more than %d", m.Slots, MaxSlots))
 	}
 	if !m.State.Registered() {
 		errs = append(errs, fmt.Errorf("state %q is not %q, %q or %q", m.State, StateActive, StateDraining, StatePending))
+	}
+	if m.GossipAddr != "" {
+		if err := ValidateHostPort(m.GossipAddr); err != nil {
+			errs = append(errs, fmt.Errorf("gossip_addr: %w", err))
+		}
+	}
+	if err := validText("node", m.Node, MaxHostLen); err != nil {
+		errs = append(errs, err)
+	}
+	if len(m.Topology) > MaxTopologyLevels {
+		errs = append(errs, fmt.Errorf("topology has %d levels, more than %d", len(m.Topology), MaxTopologyLevels))
+	} else {
+		for _, level := range m.Topology {
+			if err := validText("a topology level", level, MaxLabelLen); err != nil {
+				errs = append(errs, err)
+				break
+			}
+		}
+	}
+	if m.Incarnation < 0 || m.Incarnation > MaxGeneration {
+		errs = append(errs, fmt.Errorf("incarnation %d is out of range", m.Incarnation))
+	}
+	if err := validText("instance", m.Instance, MaxIDLen); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -3,6 +3,7 @@ package record
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -20,11 +21,31 @@ type Status struct {
 	Time          time.Time `json:"time"`
 }
 
-// DecodeStatus decodes a status/<id> value.
+// DecodeStatus decodes a status/<id> value and checks its bounds: no
+// negative count, rate or time.
 func DecodeStatus(value []byte) (Status, error) {
 	var st Status
 	if err := json.Unmarshal(value, &st); err != nil {
 		return Status{}, fmt.Errorf("malformed status: %w", err)
 	}
+	if err := st.Validate(); err != nil {
+		return Status{}, fmt.Errorf("malformed status: %w", err)
+	}
 	return st, nil
+}
+
+// Validate reports the first field of st out of its bounds.
+func (st Status) Validate() error {
+	switch {
+	case st.Step < 0, st.Samples < 0:
+		return fmt.Errorf("step %d or samples %d is negative", st.Step, st.Samples)
+	case st.Generation < 0 || st.Generation > MaxGeneration:
+		return fmt.Errorf("generation %d is out of range", st.Generation)
+	}
+	for _, f := range []float64{st.SamplesPerSec, st.StepTimeS, st.StepTimeP50S, st.StepTimeP90S} {
+		if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("a rate or step time (%v) is negative or not finite", f)
+		}
+	}
+	return nil
 }

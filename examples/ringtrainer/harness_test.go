@@ -15,6 +15,7 @@ import (
 
 	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
 	"github.com/ringside/ringside/internal/testbin"
+	"github.com/ringside/ringside/sidecar/gossip"
 )
 
 // awaitTimeout bounds every wait for a process's output or exit.
@@ -26,12 +27,21 @@ const awaitTimeout = 30 * time.Second
 type cluster struct {
 	t         *testing.T
 	endpoints []string
-	port      int // the trainers' data port base
+	port      int    // the trainers' data port base
+	keyFile   string // the job's gossip key
 }
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	return &cluster{t: t, endpoints: etcdtest.Start(t).Endpoints(), port: freePort(t)}
+	key, err := gossip.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "gossip.key")
+	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &cluster{t: t, endpoints: etcdtest.Start(t).Endpoints(), port: freePort(t), keyFile: keyFile}
 }
 
 // freePort returns a TCP port that was free on loopback a moment ago.
@@ -64,7 +74,7 @@ func (c *cluster) start(n int, trainerArgs ...string) *worker {
 	w.sidecar = startProc(c.t, id+" sidecar", ringsideBin, nil,
 		"sidecar", "--job", "ringtrainer", "--etcd-endpoints", c.endpoints[0],
 		"--member-id", id, "--advertise", fmt.Sprintf("127.0.0.%d", n+30),
-		"--socket", socket, "--gossip-port", "0",
+		"--socket", socket, "--gossip-port", "0", "--gossip-key-file", c.keyFile,
 		"--settle", "100ms", "--node-watch=false", "--sysfs-root", c.t.TempDir())
 	w.args = append([]string{"--socket", socket, "--port", fmt.Sprint(c.port), "--step-time", "20ms"}, trainerArgs...)
 	w.trainer = startProc(c.t, id+" trainer", trainerBin, w.out, w.args...)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ringside/ringside/internal/etcdlocal"
 	"github.com/ringside/ringside/sidecar/client"
+	"github.com/ringside/ringside/sidecar/gossip"
 	"github.com/ringside/ringside/sidecar/launch"
 )
 
@@ -39,6 +40,10 @@ type Config struct {
 	// (so that it can kill, freeze and restart it); Start then starts none.
 	Endpoints []string
 }
+
+// gossipKeyFile is the job's gossip key, in Dir: Start makes a new one for
+// every job, as a deployment gives each job a key of its own.
+const gossipKeyFile = "gossip.key"
 
 // Line is a line a trainer printed (the ring trainer's JSON lines).
 type Line struct {
@@ -88,6 +93,13 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
+	key, err := gossip.NewKey()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(cfg.Dir, gossipKeyFile), []byte(key+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("gossip key: %w", err)
+	}
 	var srv *etcdlocal.Server
 	if len(cfg.Endpoints) == 0 {
 		var err error
@@ -133,6 +145,7 @@ func (j *Job) AddWorker(ctx context.Context) (*Worker, error) {
 	w.API = client.New(w.Socket)
 	args := append([]string{"sidecar", "--job", j.cfg.Job, "--etcd-endpoints", strings.Join(j.Endpoints(), ","),
 		"--member-id", w.ID, "--advertise", w.Addr, "--socket", w.Socket, "--gossip-port", "0",
+		"--gossip-key-file", filepath.Join(j.cfg.Dir, gossipKeyFile),
 		"--node-watch=false", "--sysfs-root", j.cfg.Dir, "--log-format", "json"}, j.cfg.SidecarArgs...)
 	if len(j.cfg.Trainer) > 0 {
 		// The member enters the ring when its trainer is up, as in a pod.

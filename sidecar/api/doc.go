@@ -14,6 +14,9 @@
 //	POST /v1/restart                       RestartReport (optional) -> 202 StatusBody
 //	GET  /v1/healthz, /v1/readyz           200 StatusBody
 //
+// Every endpoint but the health answers and the metrics serves only the
+// pod's own trainer: see TokenHeader.
+//
 // Every error answer is an ErrorBody. testdata/ holds a golden answer of
 // each endpoint; the sidecar's tests produce them and the Python client's
 // tests serve and parse the same files, so neither side drifts.

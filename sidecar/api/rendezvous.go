@@ -1,6 +1,10 @@
 package api
 
-import "github.com/ringside/ringside/coordinator/record"
+import (
+	"log/slog"
+
+	"github.com/ringside/ringside/coordinator/record"
+)
 
 // APIVersion is the version of the trainer API, in every path (/v1/...)
 // and answer.
@@ -31,6 +35,17 @@ type Rendezvous struct {
 	// NCCL holds the NCCL settings netopt chose for this node.
 	NCCL   map[string]string `json:"nccl,omitempty"`
 	Reason string            `json:"reason,omitempty"`
+	// StoreToken is the generation's secret for rank 0's store (hex; see
+	// record.Generation.StoreToken): rank 0's store demands it of every
+	// client, and every rank sends it. Only a placed member (active or
+	// paused) gets it. A secret: never log it.
+	StoreToken string `json:"store_token,omitempty"`
+}
+
+// LogValue is what slog writes for a rendezvous: never its store token.
+func (r *Rendezvous) LogValue() slog.Value {
+	return slog.GroupValue(slog.Int64("generation", r.Generation), slog.String("member", r.Member),
+		slog.String("state", string(r.State)), slog.Int("rank", r.Rank), slog.Int("world_size", r.WorldSize))
 }
 
 // NewRendezvous returns member self's view of g, with the node's NCCL
@@ -62,6 +77,7 @@ func NewRendezvous(g *record.Generation, self string, nccl map[string]string) *R
 		if g.Paused {
 			r.State = record.StatePaused
 		}
+		r.StoreToken = g.StoreToken
 		return r
 	}
 	for _, id := range g.Standby {

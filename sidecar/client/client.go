@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -26,17 +27,30 @@ var ErrNoGeneration = errors.New("client: no new generation before the timeout")
 
 // Client talks to one sidecar.
 type Client struct {
-	http *http.Client
-	base string
+	http  *http.Client
+	base  string
+	token string
+	// tokenFile is read for each request when no token is given: the
+	// sidecar writes a new token at every start.
+	tokenFile string
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithToken sends the sidecar's API token (the content of its token file,
+// api.TokenPath) with every request: what a caller on TCP, or under a uid
+// the socket does not take for the trainer, needs (see api.TokenHeader). A
+// client of a unix socket reads the token beside it on its own.
+func WithToken(token string) Option {
+	return func(c *Client) { c.token = strings.TrimSpace(token) }
 }
 
 // New returns a client for addr: a unix socket path, or an http:// URL.
-func New(addr string) *Client {
-	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
-		return &Client{http: &http.Client{}, base: strings.TrimSuffix(addr, "/")}
-	}
-	return &Client{
-		base: "http://sidecar",
+func New(addr string, opts ...Option) *Client {
+	c := &Client{
+		base:      "http://sidecar",
+		tokenFile: api.TokenPath(addr),
 		http: &http.Client{Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				var d net.Dialer
@@ -44,6 +58,32 @@ func New(addr string) *Client {
 			},
 		}},
 	}
+	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
+		c.http, c.base, c.tokenFile = &http.Client{}, strings.TrimSuffix(addr, "/"), ""
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// newRequest is http.NewRequestWithContext with the token, if any.
+func (c *Client) newRequest(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	token := c.token
+	if token == "" && c.tokenFile != "" {
+		// Unreadable (another uid, no file): the socket's peer check decides.
+		if b, err := os.ReadFile(c.tokenFile); err == nil {
+			token = strings.TrimSpace(string(b))
+		}
+	}
+	if token != "" {
+		req.Header.Set(api.TokenHeader, token)
+	}
+	return req, nil
 }
 
 // Close closes the client's idle connections, and with them the
@@ -99,7 +139,7 @@ func (c *Client) Observe(ctx context.Context) (<-chan api.Event, error) {
 }
 
 func (c *Client) events(ctx context.Context, path string) (<-chan api.Event, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	req, err := c.newRequest(ctx, http.MethodGet, path, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +181,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	req, err := c.newRequest(ctx, method, path, body)
 	if err != nil {
 		return err
 	}

@@ -32,10 +32,17 @@ type Config struct {
 	AdvertiseAddr string
 	AdvertisePort int
 
-	// SecretKey, when set, encrypts and authenticates all gossip with
-	// AES-GCM; 16, 24 or 32 bytes select AES-128, -192 or -256. Members with
-	// different keys cannot talk to each other. See LoadKey.
-	SecretKey []byte
+	// Keys, when set, encrypt and authenticate all gossip (packets and
+	// streams, the label included) with AES-GCM; 16, 24 or 32 bytes select
+	// AES-128, -192 or -256. The first key encrypts what this member sends;
+	// every key decrypts what it receives, so a job changes its key in
+	// three steps without a member leaving the pool (see SetKeys). Members
+	// that share no key cannot talk to each other, and a member with keys
+	// drops every packet and stream that none of them decrypts: an
+	// unencrypted one, or one forged without a key. Empty: gossip in plain
+	// text, which the sidecar allows only on a network declared trusted.
+	// See LoadKeys.
+	Keys [][]byte
 
 	// ProbeInterval is how often (a duration) this member probes one other
 	// member, round robin. It sets the pace of failure detection: a failed
@@ -105,6 +112,11 @@ type Config struct {
 	// out as it was. Receivers decompress whatever arrives compressed,
 	// whatever their own setting, so members that differ still talk.
 	Compress bool
+
+	// OnInvalidMessage, if set, is called for every application message a
+	// member gossiped that this package cannot take (not a leave notice of
+	// a valid member id): it is dropped, and this is for metrics.
+	OnInvalidMessage func()
 
 	// Logger receives memberlist's own log lines, at levels that match what
 	// they mean (see newLogAdapter). Nil means slog.Default().
@@ -260,9 +272,9 @@ func (c Config) validate() error {
 	if c.AdvertisePort < 0 || c.AdvertisePort > 65535 {
 		bad("advertise port %d is not in 0-65535", c.AdvertisePort)
 	}
-	if len(c.SecretKey) > 0 {
-		if err := checkKeyLen(len(c.SecretKey)); err != nil {
-			bad("secret key: %w", err)
+	for i, k := range c.Keys {
+		if err := checkKeyLen(len(k)); err != nil {
+			bad("key %d: %w", i+1, err)
 		}
 	}
 	if c.ProbeInterval <= 0 {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/ringside/ringside/coordinator/record"
 )
 
 // leaveNoticeTTL is how long (a duration) a member's notice that it is
@@ -26,6 +28,7 @@ type delegate struct {
 	events      *dispatcher
 	queue       *memberlist.TransmitLimitedQueue
 	suspectHook func(name string)
+	onInvalid   func() // a message this package cannot take arrived
 	now         func() time.Time
 
 	mu       sync.Mutex
@@ -140,7 +143,13 @@ func (d *delegate) NodeMeta(int) []byte { return nil }
 // spreads like memberlist's own broadcasts and then dies out.
 func (d *delegate) NotifyMsg(msg []byte) {
 	name, ok := decodeLeaveNotice(msg)
-	if !ok || name == d.self {
+	if !ok {
+		if d.onInvalid != nil {
+			d.onInvalid()
+		}
+		return
+	}
+	if name == d.self {
 		return
 	}
 	d.mu.Lock()
@@ -268,11 +277,17 @@ func (b *leaveNotice) Message() []byte { return b.msg }
 // replaced. Nobody waits for that.
 func (b *leaveNotice) Finished() {}
 
+// decodeLeaveNotice decodes a gossiped application message: a leave
+// notice naming a valid member id, or nothing this package takes.
 func decodeLeaveNotice(msg []byte) (string, bool) {
-	if len(msg) < 2 || msg[0] != leaveNoticeTag {
+	if len(msg) < 2 || msg[0] != leaveNoticeTag || len(msg)-1 > record.MaxIDLen {
 		return "", false
 	}
-	return string(msg[1:]), true
+	name := string(msg[1:])
+	if record.ValidateID(name) != nil {
+		return "", false
+	}
+	return name, true
 }
 
 func cloneIP(ip net.IP) net.IP { return append(net.IP(nil), ip...) }

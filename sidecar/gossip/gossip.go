@@ -30,12 +30,14 @@ const noticeWaitIntervals = 20
 // Gossip is this sidecar's membership in its job's gossip. It is safe for
 // concurrent use.
 type Gossip struct {
-	cfg    Config
-	log    *slog.Logger
-	ml     *memberlist.Memberlist
-	dlg    *delegate
-	events *dispatcher
-	tr     *transport
+	cfg Config
+	log *slog.Logger
+	ml  *memberlist.Memberlist
+	dlg *delegate
+	// keyring is memberlist's, nil in plain text; it locks itself.
+	keyring *memberlist.Keyring
+	events  *dispatcher
+	tr      *transport
 
 	wmu      sync.Mutex // guards watching
 	watching map[string]*watch
@@ -67,9 +69,20 @@ func Start(ctx context.Context, cfg Config, events Events) (*Gossip, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	var err error
 	disp := newDispatcher(events)
 	dlg := newDelegate(cfg.Name, cfg.RetransmitMult, disp, cfg.suspectHook)
+	dlg.onInvalid = cfg.OnInvalidMessage
 	mc := memberlistConfig(cfg)
+	if len(cfg.Keys) > 0 {
+		// memberlist's defaults verify both ways once there is a keyring:
+		// nothing unencrypted is sent or taken.
+		if mc.Keyring, err = memberlist.NewKeyring(cloneKeys(cfg.Keys[1:]), bytes.Clone(cfg.Keys[0])); err != nil {
+			disp.close()
+			return nil, fmt.Errorf("gossip: start %s: keyring: %w", cfg.Name, err)
+		}
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
 	mc.Logger = newLogAdapter(logger, dlg.suspect)
 	mc.Events, mc.Delegate, mc.Ping, mc.Alive = dlg, dlg, dlg, dlg
 	tr, err := listen(cfg.BindAddr, cfg.BindPort, logger)
@@ -92,7 +105,7 @@ func Start(ctx context.Context, cfg Config, events Events) (*Gossip, error) {
 		disp.close()
 		return nil, fmt.Errorf("gossip: start %s on %s:%d: %w", cfg.Name, cfg.BindAddr, cfg.BindPort, err)
 	}
-	return &Gossip{cfg: cfg, log: logger, ml: ml, dlg: dlg, events: disp, tr: tr, watching: map[string]*watch{}}, nil
+	return &Gossip{cfg: cfg, log: logger, ml: ml, dlg: dlg, keyring: mc.Keyring, events: disp, tr: tr, watching: map[string]*watch{}}, nil
 }
 
 // advertiseIP is the address other members reach this one at: the
@@ -125,7 +138,6 @@ func memberlistConfig(cfg Config) *memberlist.Config {
 	if mc.AdvertisePort == 0 {
 		mc.AdvertisePort = cfg.BindPort
 	}
-	mc.SecretKey = bytes.Clone(cfg.SecretKey)
 	mc.ProbeInterval, mc.ProbeTimeout = cfg.ProbeInterval, cfg.ProbeTimeout
 	mc.IndirectChecks = cfg.IndirectChecks
 	mc.SuspicionMult, mc.SuspicionMaxTimeoutMult = cfg.SuspicionMult, cfg.SuspicionMaxTimeoutMult
@@ -432,4 +444,64 @@ func (g *Gossip) Close() error {
 		return fmt.Errorf("gossip: close: %w", err)
 	}
 	return nil
+}
+
+// SetKeys replaces the keyring: keys[0] encrypts from now on, every key
+// decrypts, and the keys not in keys are dropped. It installs the new keys
+// before it switches and removes the old ones last, so that a member is
+// never without a key its peers use. A job rotates its key in three rounds,
+// each applied to every member before the next starts:
+//
+//  1. add the new key after the current one (every member decrypts both);
+//  2. put the new key first (every member encrypts with it, and still
+//     decrypts what a member not yet switched sends);
+//  3. remove the old key.
+//
+// A member started without keys cannot take any: plain text cannot be
+// turned into encryption in place (its peers would drop it mid-way).
+func (g *Gossip) SetKeys(keys [][]byte) error {
+	if len(keys) == 0 {
+		return errors.New("gossip: set keys: no key")
+	}
+	for i, k := range keys {
+		if err := checkKeyLen(len(k)); err != nil {
+			return fmt.Errorf("gossip: set keys: key %d: %w", i+1, err)
+		}
+	}
+	kr := g.keyring
+	if kr == nil {
+		return errors.New("gossip: set keys: this member gossips in plain text; restart it with a key")
+	}
+	for _, k := range keys {
+		if err := kr.AddKey(bytes.Clone(k)); err != nil {
+			return fmt.Errorf("gossip: set keys: install: %w", err)
+		}
+	}
+	if err := kr.UseKey(keys[0]); err != nil {
+		return fmt.Errorf("gossip: set keys: use: %w", err)
+	}
+	for _, old := range kr.GetKeys() {
+		if !containsKey(keys, old) {
+			if err := kr.RemoveKey(old); err != nil {
+				return fmt.Errorf("gossip: set keys: remove: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// Keys returns the keyring, the primary key first; nil in plain text.
+func (g *Gossip) Keys() [][]byte {
+	if g.keyring == nil {
+		return nil
+	}
+	return g.keyring.GetKeys()
+}
+
+func cloneKeys(keys [][]byte) [][]byte {
+	out := make([][]byte, len(keys))
+	for i, k := range keys {
+		out[i] = bytes.Clone(k)
+	}
+	return out
 }

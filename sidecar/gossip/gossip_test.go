@@ -122,18 +122,18 @@ func TestJoin(t *testing.T) {
 	}{
 		{
 			name:       "members with the same key join",
-			seed:       func(c *Config) { c.SecretKey = key1 },
-			join:       func(c *Config) { c.SecretKey = key1 },
+			seed:       func(c *Config) { c.Keys = [][]byte{key1} },
+			join:       func(c *Config) { c.Keys = [][]byte{key1} },
 			wantJoined: true,
 		},
 		{
 			name: "members with different keys do not join",
-			seed: func(c *Config) { c.SecretKey = key1 },
-			join: func(c *Config) { c.SecretKey = key2 },
+			seed: func(c *Config) { c.Keys = [][]byte{key1} },
+			join: func(c *Config) { c.Keys = [][]byte{key2} },
 		},
 		{
 			name: "a member without a key does not join an encrypted one",
-			seed: func(c *Config) { c.SecretKey = key1 },
+			seed: func(c *Config) { c.Keys = [][]byte{key1} },
 			join: func(*Config) {},
 		},
 		{
@@ -239,7 +239,7 @@ func TestStartRejectsBadConfig(t *testing.T) {
 		want      string
 	}{
 		{"an empty name", func(c *Config) { c.Name = "" }, "name is empty"},
-		{"a key of the wrong size", func(c *Config) { c.SecretKey = []byte("short") }, "secret key: 5 bytes"},
+		{"a key of the wrong size", func(c *Config) { c.Keys = [][]byte{[]byte("short")} }, "key 1: 5 bytes"},
 		{"a probe timeout as long as the interval", func(c *Config) { c.ProbeTimeout = c.ProbeInterval }, "probe timeout"},
 		{"a suspicion multiplier of zero", func(c *Config) { c.SuspicionMult = 0 }, "suspicion multiplier"},
 		{"a port out of range", func(c *Config) { c.BindPort = 70000 }, "bind port 70000"},

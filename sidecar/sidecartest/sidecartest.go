@@ -7,11 +7,34 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/ringside/ringside/sidecar"
+	"github.com/ringside/ringside/sidecar/gossip"
 )
+
+// jobKeys holds one gossip key per job (its etcd endpoints and name), as a
+// deployment gives each job a key of its own.
+var jobKeys sync.Map
+
+// GossipKey returns job's gossip key on endpoints (base64), made the first
+// time it is asked for: every agent Start runs for the job shares it.
+func GossipKey(t testing.TB, endpoints []string, job string) string {
+	t.Helper()
+	id := strings.Join(endpoints, ",") + " " + job
+	if k, ok := jobKeys.Load(id); ok {
+		return k.(string)
+	}
+	key, err := gossip.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := jobKeys.LoadOrStore(id, key)
+	return k.(string)
+}
 
 // Agent is a running in-process sidecar.
 type Agent struct {
@@ -36,6 +59,7 @@ func Start(t testing.TB, endpoints []string, job, id string, mutate ...func(*sid
 	cfg.MemberID, cfg.Advertise = id, "127.0.0.1"
 	cfg.Socket = filepath.Join(t.TempDir(), id+".sock")
 	cfg.GossipPort = 0
+	cfg.GossipKeys = []string{GossipKey(t, endpoints, job)}
 	cfg.NodeWatch = false
 	cfg.SysfsRoot = t.TempDir()
 	cfg.Grace = 3 * time.Second
