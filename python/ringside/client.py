@@ -24,13 +24,14 @@ from .errors import IncompatibleSidecar, SidecarError, SidecarUnreachable
 API_VERSION = "v1"
 DEFAULT_SOCKET = "/var/run/ringside/ringside.sock"
 
-# The trainer API's mutating endpoints (heartbeat, failure, leave, restart)
-# accept only the pod's own trainer: a token in a file the sidecar writes
-# next to its socket (the shared emptyDir), sent in this header. A sidecar
-# that writes no token file asks for none. RINGSIDE_API_TOKEN_FILE names
-# the file for a sidecar on TCP (or anywhere else).
+# The trainer API accepts only the pod's own trainer on every endpoint but
+# its health checks: a caller with the sidecar's uid on the unix socket, or
+# one that sends the token the sidecar writes next to its socket
+# (<socket>.token, in the shared emptyDir) in this header. A sidecar that
+# writes no token file asks for none. RINGSIDE_API_TOKEN_FILE names the
+# file for a sidecar on TCP (or anywhere else).
 TOKEN_HEADER = "X-Ringside-Token"
-TOKEN_FILE = "api-token"
+TOKEN_SUFFIX = ".token"
 TOKEN_FILE_ENV = "RINGSIDE_API_TOKEN_FILE"
 
 # Member states in a rendezvous.
@@ -239,17 +240,17 @@ class Client:
 
     def token_file(self) -> Optional[str]:
         """Where the API token is read from: RINGSIDE_API_TOKEN_FILE, else
-        TOKEN_FILE next to the unix socket; None for a TCP sidecar without
+        the unix socket's path plus TOKEN_SUFFIX; None for a TCP sidecar without
         the variable."""
         path = os.environ.get(TOKEN_FILE_ENV)
         if path:
             return path
         if self._tcp is None:
-            return os.path.join(os.path.dirname(self.address) or ".", TOKEN_FILE)
+            return self.address + TOKEN_SUFFIX
         return None
 
     def _auth_headers(self):
-        """The headers that authenticate a mutating call: TOKEN_HEADER with
+        """The headers that authenticate a call: TOKEN_HEADER with
         the token file's content, read on every call (the sidecar may
         rotate it), or none where there is no such file."""
         path = self.token_file()
@@ -275,7 +276,7 @@ class Client:
     def _open(self, method, path, body=None, timeout=None):
         """Sends a request and returns (connection, response)."""
         conn, prefix = self._connection(self.timeout if timeout is None else timeout)
-        headers = self._auth_headers() if method != "GET" else {}
+        headers = self._auth_headers()
         data = None
         if body is not None:
             data = json.dumps(body).encode()

@@ -103,7 +103,7 @@ class FakeSidecar:
         self.leaves = 0
         self.restarts = []
         self.requests = []
-        self.tokens = []  # the API token header of each POST (None: absent)
+        self.tokens = []  # the API token header of each request (None: absent)
         self._subs = []
         self._lock = threading.Lock()
         self._draining = None
@@ -170,6 +170,7 @@ class FakeSidecar:
 
             def do_GET(self):
                 u = urllib.parse.urlsplit(self.path)
+                sc.tokens.append(self.headers.get("X-Ringside-Token"))
                 q = dict(urllib.parse.parse_qsl(u.query))
                 sc.requests.append(("GET", u.path, q))
                 if not u.path.startswith("/" + sc.api_version + "/"):

@@ -176,7 +176,7 @@ class AddressTest(unittest.TestCase):
 
 
 class TokenTest(unittest.TestCase):
-    def test_mutating_calls_carry_the_token_file_next_to_the_socket(self):
+    def test_calls_carry_the_token_file_beside_the_socket(self):
         from ringside import Client
 
         d = tempfile.mkdtemp()
@@ -185,8 +185,8 @@ class TokenTest(unittest.TestCase):
         self.addCleanup(sc.close)
         c = Client("unix://" + sock)
         c.leave()  # no token file: no header
-        with open(os.path.join(d, "api-token"), "w") as f:
+        with open(sock + ".token", "w") as f:
             f.write("s3cret\n")
         c.heartbeat(1, 32, 0.1)
-        c.ready()  # a GET carries none
-        self.assertEqual(sc.tokens, [None, "s3cret"])
+        c.ready()
+        self.assertEqual(sc.tokens, [None, "s3cret", "s3cret"])
