@@ -99,6 +99,7 @@ func TestAJobsEtcdUserRunsItsJobAndNoOther(t *testing.T) {
 	cfg.MemberID, cfg.Advertise = "w0", "127.0.0.1"
 	cfg.Socket = filepath.Join(t.TempDir(), "other.sock")
 	cfg.GossipPort, cfg.NodeWatch, cfg.SysfsRoot = 0, false, t.TempDir()
+	cfg.GossipKeys = []string{sidecartest.GossipKey(t, cfg.Etcd.Endpoints, "other")}
 	intruder, err := sidecar.New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

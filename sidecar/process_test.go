@@ -6,11 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/loopback"
 	"github.com/ringside/ringside/internal/testbin"
 	"github.com/ringside/ringside/sidecar/api"
 	"github.com/ringside/ringside/sidecar/sidecartest"
@@ -25,15 +27,23 @@ type sidecarProc struct {
 	done chan error
 }
 
-// startSidecar runs a sidecar process; each gets its own loopback address
-// (127.0.0.N), as pods get their own IPs.
+// loopbackBlock is this test process's block of loopback addresses: other
+// test packages run jobs at the same time.
+var loopbackBlock = sync.OnceValues(loopback.Acquire)
+
+// startSidecar runs a sidecar process; each gets its own loopback address,
+// as pods get their own IPs.
 func startSidecar(t *testing.T, endpoints []string, n int, extra ...string) *sidecarProc {
 	t.Helper()
+	addrs, err := loopbackBlock()
+	if err != nil {
+		t.Fatal(err)
+	}
 	id := fmt.Sprintf("w%d", n)
 	socket := filepath.Join(t.TempDir(), id+".sock")
 	args := append([]string{"sidecar",
 		"--job", "proc", "--etcd-endpoints", endpoints[0],
-		"--member-id", id, "--advertise", fmt.Sprintf("127.0.0.%d", n+2),
+		"--member-id", id, "--advertise", addrs.Addr(n),
 		"--socket", socket, "--gossip-port", "0", "--gossip-key-file", gossipKeyFile(t, endpoints, "proc"),
 		"--settle", "100ms", "--node-watch=false", "--sysfs-root", t.TempDir(),
 		"--log-format", "json",

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/loopback"
 	"github.com/ringside/ringside/internal/testbin"
 	"github.com/ringside/ringside/sidecar/gossip"
 )
@@ -64,16 +65,24 @@ type worker struct {
 	args    []string // the trainer's
 }
 
+// loopbackBlock is this test process's block of loopback addresses: other
+// test packages run jobs at the same time.
+var loopbackBlock = sync.OnceValues(loopback.Acquire)
+
 // start runs worker n's sidecar and trainer; the trainer waits for the
 // sidecar's socket by itself.
 func (c *cluster) start(n int, trainerArgs ...string) *worker {
 	c.t.Helper()
+	addrs, err := loopbackBlock()
+	if err != nil {
+		c.t.Fatal(err)
+	}
 	id := fmt.Sprintf("w%d", n)
 	socket := filepath.Join(c.t.TempDir(), id+".sock")
 	w := &worker{id: id, out: newLineLog()}
 	w.sidecar = startProc(c.t, id+" sidecar", ringsideBin, nil,
 		"sidecar", "--job", "ringtrainer", "--etcd-endpoints", c.endpoints[0],
-		"--member-id", id, "--advertise", fmt.Sprintf("127.0.0.%d", n+30),
+		"--member-id", id, "--advertise", addrs.Addr(n),
 		"--socket", socket, "--gossip-port", "0", "--gossip-key-file", c.keyFile,
 		"--settle", "100ms", "--node-watch=false", "--sysfs-root", c.t.TempDir())
 	w.args = append([]string{"--socket", socket, "--port", fmt.Sprint(c.port), "--step-time", "20ms"}, trainerArgs...)

@@ -22,11 +22,11 @@ func TestDemoRunsToTheEnd(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	cmd := exec.CommandContext(context.Background(), filepath.Join(dir, "ringside"), "demo", "--step-time", "50ms", "--settle", "200ms")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // the demo gives up after 3
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, "ringside"), "demo", "--step-time", "50ms", "--settle", "200ms")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.WaitDelay = 5 * time.Second
-	timer := time.AfterFunc(3*time.Minute, func() { cmd.Process.Kill() })
-	defer timer.Stop()
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("demo failed: %v\n%s", err, out.String())
 	}

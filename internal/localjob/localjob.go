@@ -1,7 +1,8 @@
 // Package localjob runs a whole ringside job on one machine: an embedded
 // etcd (or one the caller runs) and workers that are each a real `ringside sidecar` process plus a
-// trainer process, every worker on its own loopback address (127.0.0.N) as
-// pods have their own IPs. The demo and the recovery benchmark drive it.
+// trainer process, every worker on its own loopback address (from a block
+// no other job on the machine holds; see internal/loopback) as pods have
+// their own IPs. The demo and the recovery benchmark drive it.
 package localjob
 
 import (
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/internal/etcdlocal"
+	"github.com/ringside/ringside/internal/loopback"
 	"github.com/ringside/ringside/sidecar/client"
 	"github.com/ringside/ringside/sidecar/gossip"
 	"github.com/ringside/ringside/sidecar/launch"
@@ -64,6 +66,7 @@ func (l Line) Time() time.Time { return time.UnixMicro(int64(l.T * 1e6)) }
 type Job struct {
 	cfg   Config
 	etcd  *etcdlocal.Server // nil with Config.Endpoints
+	addrs *loopback.Block
 	lines chan Line
 
 	mu      sync.Mutex
@@ -100,14 +103,18 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 	if err := os.WriteFile(filepath.Join(cfg.Dir, gossipKeyFile), []byte(key+"\n"), 0o600); err != nil {
 		return nil, fmt.Errorf("gossip key: %w", err)
 	}
+	addrs, err := loopback.Acquire()
+	if err != nil {
+		return nil, err
+	}
 	var srv *etcdlocal.Server
 	if len(cfg.Endpoints) == 0 {
-		var err error
 		if srv, err = etcdlocal.Start(ctx, etcdlocal.EphemeralConfig(filepath.Join(cfg.Dir, "etcd"))); err != nil {
+			addrs.Release()
 			return nil, err
 		}
 	}
-	return &Job{cfg: cfg, etcd: srv, lines: make(chan Line, 1<<16), workers: map[string]*Worker{},
+	return &Job{cfg: cfg, etcd: srv, addrs: addrs, lines: make(chan Line, 1<<16), workers: map[string]*Worker{},
 		closing: make(chan struct{})}, nil
 }
 
@@ -139,7 +146,7 @@ func (j *Job) AddWorker(ctx context.Context) (*Worker, error) {
 	j.mu.Unlock()
 	w := &Worker{
 		ID:     fmt.Sprintf("w%d", n),
-		Addr:   fmt.Sprintf("127.0.%d.%d", (n+2)/250, (n+2)%250+2),
+		Addr:   j.addrs.Addr(n),
 		Socket: filepath.Join(j.cfg.Dir, fmt.Sprintf("w%d.sock", n)),
 	}
 	w.API = client.New(w.Socket)
@@ -326,4 +333,5 @@ func (j *Job) Close() {
 		j.etcd.Close()
 	}
 	j.wg.Wait()
+	j.addrs.Release()
 }
