@@ -79,9 +79,14 @@ func (a *Agent) serveRendezvous(w http.ResponseWriter, r *http.Request) {
 		}
 		timeout = d
 	}
-	a.presence.pollStarted()
+	slot, err := a.presence.trainerSlot(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	a.presence.pollStarted(slot)
 	answered := false
-	defer func() { a.presence.pollEnded(answered) }()
+	defer func() { a.presence.pollEnded(slot, answered) }()
 	start := time.Now()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
@@ -128,15 +133,20 @@ func (a *Agent) serveEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		observe = b
 	}
+	slot, err := a.presence.trainerSlot(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	ch := a.events.subscribe()
 	defer a.events.unsubscribe(ch)
 	if observe {
 		a.streamEvents(w, flusher, r, ch)
 		return
 	}
-	a.presence.streamOpened()
+	a.presence.streamOpened(slot)
 	byTrainer := a.streamEvents(w, flusher, r, ch)
-	a.presence.streamClosed(byTrainer)
+	a.presence.streamClosed(slot, byTrainer)
 }
 
 // streamEvents writes the stream until it ends; it reports whether the
