@@ -117,7 +117,8 @@ func (a *Agent) serveRendezvous(w http.ResponseWriter, r *http.Request) {
 // generation (and the drain, if one is under way). An open stream is the
 // trainer's presence (trainer.go): the trainer closing it is its end. A
 // stream opened with ?observe=true (a status tool, a test harness) is
-// not the trainer: it neither keeps the member attached nor activates it.
+// not the trainer: it neither keeps the member attached nor activates it;
+// one opened with ?local_rank=K is the presence of slot K's process.
 func (a *Agent) serveEvents(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
