@@ -13,6 +13,7 @@ version, and SidecarError for an error answer.
 
 import http.client
 import json
+import math
 import os
 import socket
 import urllib.parse
@@ -369,12 +370,19 @@ class Client:
             conn.sock.settimeout(None)  # idle streams are normal
         return EventStream(conn, resp, self.address)
 
-    def heartbeat(self, step, samples, step_time_s, generation=None):
+    def heartbeat(self, step, samples, step_time_s, generation=None, gns=None):
         """Reports a completed step: the job's step counter, this member's
-        samples so far, and the step's seconds."""
+        samples so far, and the step's seconds; gns, when measured, is the
+        gradient noise scale (samples; finite, not negative)."""
         body = {"step": int(step), "samples": int(samples), "step_time_s": float(step_time_s)}
         if generation:
             body["generation"] = int(generation)
+        if gns is not None:
+            gns = float(gns)
+            if not math.isfinite(gns) or gns < 0:
+                raise ValueError("gns (the gradient noise scale) must be finite and not negative, got %r; "
+                                 "pass None when it is not measured" % gns)
+            body["gns"] = gns
         self._call("POST", "/v1/heartbeat", body)
 
     def failure(self, peer, error=""):

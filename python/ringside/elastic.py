@@ -84,8 +84,9 @@ class _Session:
             raise GenerationChanged("generation %d announced" % w.latest)
 
     def committed(self, state, step_time_s):
+        gns = state._fold_gns()
         if self.beats is not None:
-            self.beats.post(state.step, state.samples, step_time_s, state.generation)
+            self.beats.post(state.step, state.samples, step_time_s, state.generation, gns)
         if self.checkpointer is not None and state.rank == 0:
             self.checkpointer.committed(state)
 
