@@ -10,6 +10,11 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/internal/localjob"
 )
 
@@ -36,7 +41,7 @@ func TestTwoSlotMembersUnderLiveExec(t *testing.T) {
 	job, err := localjob.Start(ctx, localjob.Config{
 		Ringside: ringsideBin,
 		Trainer: []string{ringsideBin, "exec", "--live", "--slots", "2", "--restart-backoff", "100ms", "--",
-			python, "train.py", "--step-time", "0.05", "--collective-timeout", collectiveTimeout},
+			python, "train.py", "--step-time", "0.05", "--collective-timeout", collectiveTimeout, "--measure-gns"},
 		Job: "slots", Dir: dir,
 		SidecarArgs: []string{"--settle", "300ms", "--slots", "2"},
 	})
@@ -79,6 +84,53 @@ func TestTwoSlotMembersUnderLiveExec(t *testing.T) {
 		t.Fatalf("exec ended with %d; it should have restarted the slot process", w1.Trainer().ExitCode())
 	default:
 	}
+	// train.py --measure-gns: the heartbeats carry the gradient noise
+	// scale, and the sidecar keeps it in the member's status.
+	t0 := time.Now()
+	if gns := awaitGNS(t, job, w0.ID); gns < 0 {
+		t.Errorf("%s's status holds the gradient noise scale %g, want it finite and not negative", w0.ID, gns)
+	} else {
+		t.Logf("%s's gradient noise scale: %.1f samples (in its status %.3fs after the check began)", w0.ID, gns, time.Since(t0).Seconds())
+	}
+}
+
+// awaitGNS watches member's status in etcd until it holds a gradient
+// noise scale, and returns it.
+func awaitGNS(t *testing.T, job *localjob.Job, member string) float64 {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{Endpoints: job.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	key := coordinator.DefaultConfig("default", "slots").Prefix() + "status/" + member
+	resp, err := c.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gnsOf := func(v []byte) (float64, bool) {
+		st, err := record.DecodeStatus(v)
+		if err != nil || st.GNS == nil {
+			return 0, false
+		}
+		return *st.GNS, true
+	}
+	for _, kv := range resp.Kvs {
+		if g, ok := gnsOf(kv.Value); ok {
+			return g
+		}
+	}
+	for wr := range c.Watch(ctx, key, clientv3.WithRev(resp.Header.Revision+1)) {
+		for _, ev := range wr.Events {
+			if g, ok := gnsOf(ev.Kv.Value); ok {
+				return g
+			}
+		}
+	}
+	t.Fatalf("%s's status held no gradient noise scale within 30s", member)
+	return 0
 }
 
 // steps follows the job's step lines.

@@ -224,7 +224,7 @@ class Heartbeats:
             if hb is not None:
                 try:
                     self._client.heartbeat(*hb)
-                except RingsideError as e:
+                except (RingsideError, ValueError) as e:  # ValueError: a value the client refused to send
                     log.debug("heartbeat not taken: %s", e)
             if self._stop:
                 return
