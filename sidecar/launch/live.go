@@ -73,13 +73,17 @@ func RunLive(ctx context.Context, cfg Config) (int, error) {
 	slots := cfg.Slots
 	if slots <= 0 {
 		n, err := observeSlots(ctx, cfg)
+		var stopped stoppedBy
+		if errors.As(err, &stopped) {
+			return 128 + int(stopped.sig), nil
+		}
 		if err != nil {
 			return 1, err
 		}
 		slots = n
 	}
 	l := &live{cfg: cfg, slots: make([]*liveSlot, slots), exits: make(chan exit, slots), due: make(chan int, slots)}
-	return l.run(ctx), nil
+	return l.run(ctx)
 }
 
 // observeSlots reads the member's slots from the first generation it is
@@ -104,20 +108,38 @@ func observeSlots(ctx context.Context, cfg Config) (int, error) {
 		select {
 		case <-ctx.Done():
 			return 0, ctx.Err()
+		case sig := <-cfg.Signals:
+			if s, ok := sig.(syscall.Signal); ok && isTerminal(sig) {
+				return 0, stoppedBy{s}
+			}
 		case <-time.After(200 * time.Millisecond): // the sidecar is starting
 		}
 	}
 	cfg.Logger.Info("waiting for a generation this member is active in to learn its slots (--slots not given)")
-	for e := range evs {
-		if e.Type == api.EventGeneration && e.Generation.State == record.StateActive {
-			return e.Generation.LocalWorldSize, nil
+	for {
+		select {
+		case e, open := <-evs:
+			if !open {
+				return 0, fmt.Errorf("sidecar at %s ended its event stream before this member was active; give --slots", cfg.Socket)
+			}
+			if e.Type == api.EventGeneration && e.Generation.State == record.StateActive {
+				return e.Generation.LocalWorldSize, nil
+			}
+		case sig := <-cfg.Signals:
+			if s, ok := sig.(syscall.Signal); ok && isTerminal(sig) {
+				return 0, stoppedBy{s}
+			}
+		case <-ctx.Done():
+			return 0, ctx.Err()
 		}
 	}
-	if ctx.Err() != nil {
-		return 0, ctx.Err()
-	}
-	return 0, fmt.Errorf("sidecar at %s ended its event stream before this member was active; give --slots", cfg.Socket)
 }
+
+// stoppedBy is a SIGTERM or SIGINT that came before any process started:
+// the launcher exits with 128+sig, as a shell reports it.
+type stoppedBy struct{ sig syscall.Signal }
+
+func (s stoppedBy) Error() string { return "stopped by " + s.sig.String() }
 
 type live struct {
 	cfg   Config
@@ -141,16 +163,15 @@ type liveSlot struct {
 	done     bool        // exited 0, or not to be restarted
 }
 
-func (l *live) run(ctx context.Context) int {
+func (l *live) run(ctx context.Context) (int, error) {
 	defer l.cancelRestarts()
 	for k := range l.slots {
 		l.slots[k] = &liveSlot{}
+	}
+	for k := range l.slots {
 		if err := l.start(k); err != nil {
-			l.cfg.Logger.Error("could not start the command", "local_rank", k, "err", err)
-			l.slots[k].done = true
-			l.note(1)
 			l.stopAll()
-			return l.code
+			return 1, err
 		}
 	}
 	l.cfg.Logger.Info("started in live mode", "processes", len(l.slots))
@@ -173,10 +194,10 @@ func (l *live) run(ctx context.Context) int {
 			l.signal(sig)
 		case <-ctx.Done():
 			l.stopAll()
-			return 1
+			return 1, nil
 		}
 	}
-	return l.code
+	return l.code, nil
 }
 
 // over reports whether no slot's process runs or waits to.

@@ -1,6 +1,7 @@
 package launch_test
 
 import (
+	"context"
 	"strings"
 	"syscall"
 	"testing"
@@ -106,5 +107,22 @@ func TestLiveTakesTheSlotsFromTheSidecar(t *testing.T) {
 	}
 	if code := e.wait(t); code != 0 {
 		t.Fatalf("exit code %d, want 0", code)
+	}
+}
+
+func TestLiveStoppedWhileWaitingForTheSlotsExitsWithTheSignal(t *testing.T) {
+	e := startRun(t, launch.RunLive, t.TempDir()+"/none.sock", 0, "echo never")
+	e.signals <- syscall.SIGTERM
+	if code := e.wait(t); code != 128+15 {
+		t.Fatalf("exit code %d, want 143 (SIGTERM before any process started)", code)
+	}
+}
+
+func TestLiveFailsClearlyWhenTheCommandCannotStart(t *testing.T) {
+	cfg := launch.DefaultConfig()
+	cfg.Slots, cfg.Command = 2, []string{t.TempDir() + "/no-such-trainer"}
+	code, err := launch.RunLive(context.Background(), cfg)
+	if code == 0 || err == nil || !strings.Contains(err.Error(), "no-such-trainer") {
+		t.Fatalf("RunLive = %d, %v; want a non-zero code and an error naming the command", code, err)
 	}
 }
