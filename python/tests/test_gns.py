@@ -42,6 +42,21 @@ class EstimatorTest(unittest.TestCase):
         est.observe(2.0, 3.0, 2, 32)  # noise estimate below 0: no noise measured
         self.assertEqual(est.value(), 0.0)
 
+    def test_fold_averages_the_steps_since_the_last_and_takes_the_batch_from_the_samples(self):
+        est = GradientNoiseScale(smoothing=0.0)
+        est._world = 2
+        est._local, est._total = 9.0, 9.0
+        est.fold(10, 320)  # the first fold only marks where counting starts
+        self.assertIsNone(est.value())
+        # Two steps of 32 samples, per step |g|^2 = 5 and |G|^2 = 3: |G*|^2 =
+        # (2*3 - 5)/1 = 1, tr(S) = 2*32*(5 - 3)/1 = 128.
+        est._local, est._total = 10.0, 6.0
+        est.fold(12, 384)
+        self.assertAlmostEqual(est.value(), 128.0)
+        est._local, est._total = 10.0, 6.0
+        est.fold(5, 160)  # a restore went back: nothing folded
+        self.assertAlmostEqual(est.value(), 128.0)
+
     def test_smoothing_out_of_range_is_refused(self):
         with self.assertRaises(ValueError):
             GradientNoiseScale(smoothing=1.0)
