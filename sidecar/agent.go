@@ -98,7 +98,7 @@ func New(cfg Config, logger *slog.Logger) (*Agent, error) {
 		suspicions: make(map[string]*suspicion),
 		checkedAt:  make(map[string]time.Time),
 		announced:  make(map[string]bool),
-		presence:   newPresence(cfg.TrainerTimeout),
+		presence:   newPresence(cfg.TrainerTimeout, cfg.Slots),
 		beatCh:     make(chan struct{}, 1),
 	}
 	a.metrics = newMetrics(a.gossipMembers, a.gossipSuspects)

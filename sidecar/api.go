@@ -81,9 +81,14 @@ func (a *Agent) serveRendezvous(w http.ResponseWriter, r *http.Request) {
 		}
 		timeout = d
 	}
-	a.presence.pollStarted()
+	slot, err := a.presence.trainerSlot(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	a.presence.pollStarted(slot)
 	answered := false
-	defer func() { a.presence.pollEnded(answered) }()
+	defer func() { a.presence.pollEnded(slot, answered) }()
 	start := time.Now()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
@@ -114,7 +119,8 @@ func (a *Agent) serveRendezvous(w http.ResponseWriter, r *http.Request) {
 // generation (and the drain, if one is under way). An open stream is the
 // trainer's presence (trainer.go): the trainer closing it is its end. A
 // stream opened with ?observe=true (a status tool, a test harness) is
-// not the trainer: it neither keeps the member attached nor activates it.
+// not the trainer: it neither keeps the member attached nor activates it;
+// one opened with ?local_rank=K is the presence of slot K's process.
 func (a *Agent) serveEvents(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
@@ -130,15 +136,20 @@ func (a *Agent) serveEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		observe = b
 	}
+	slot, err := a.presence.trainerSlot(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	ch := a.events.subscribe()
 	defer a.events.unsubscribe(ch)
 	if observe {
 		a.streamEvents(w, flusher, r, ch)
 		return
 	}
-	a.presence.streamOpened()
+	a.presence.streamOpened(slot)
 	byTrainer := a.streamEvents(w, flusher, r, ch)
-	a.presence.streamClosed(byTrainer)
+	a.presence.streamClosed(slot, byTrainer)
 }
 
 // streamEvents writes the stream until it ends; it reports whether the

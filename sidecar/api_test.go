@@ -49,6 +49,8 @@ func TestAPIContract(t *testing.T) {
 		{"heartbeat with an unknown field", "POST", "/v1/heartbeat", `{"stepp":1}`, 400, "unknown field"},
 		{"heartbeat with a negative step", "POST", "/v1/heartbeat", `{"step":-1}`, 400, "step must not be negative"},
 		{"heartbeat with a wrong type", "POST", "/v1/heartbeat", `{"step":"one"}`, 400, "bad JSON"},
+		{"heartbeat with a negative gradient noise scale", "POST", "/v1/heartbeat", `{"step":1,"gns":-2}`, 400, "gns (the gradient noise scale) must be finite and not negative"},
+		{"heartbeat with a non-finite gradient noise scale", "POST", "/v1/heartbeat", `{"step":1,"gns":1e999}`, 400, "bad JSON"},
 		{"two heartbeats in one body", "POST", "/v1/heartbeat", `{"step":1}{"step":2}`, 400, "more than one"},
 		{"heartbeat accepted", "POST", "/v1/heartbeat", heartbeatRequest(t), 204, ""},
 		{"failure without a peer", "POST", "/v1/failure", `{}`, 400, "peer is empty"},
@@ -97,8 +99,8 @@ func TestAPIContract(t *testing.T) {
 	key := coordinator.DefaultConfig("default", "api").Prefix() + "status/w0"
 	st := awaitKey(t, client, key)
 	var status record.Status
-	if err := json.Unmarshal(st, &status); err != nil || status.Step != 7 || status.StepTimeS != 0.25 {
-		t.Fatalf("status %s, want step 7 and step time 0.25", st)
+	if err := json.Unmarshal(st, &status); err != nil || status.Step != 7 || status.StepTimeS != 0.25 || status.GNS == nil || *status.GNS != 1536.5 {
+		t.Fatalf("status %s, want step 7, step time 0.25 and the gradient noise scale 1536.5", st)
 	}
 
 	if err := testutil.GatherAndCompare(a.Gatherer(), strings.NewReader(`

@@ -89,8 +89,14 @@ type eventStream struct {
 
 func (c *apiClient) events() *eventStream {
 	c.t.Helper()
+	return c.eventsAt("/v1/events")
+}
+
+// eventsAt opens the event stream at path (with its query).
+func (c *apiClient) eventsAt(path string) *eventStream {
+	c.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://sidecar/v1/events", nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://sidecar"+path, nil)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		cancel()

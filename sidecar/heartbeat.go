@@ -19,6 +19,9 @@ type heartbeats struct {
 	prev    api.Heartbeat
 	prevAt  time.Time
 	samples float64 // samples per second between the last two flushes
+	// gns is the newest gradient noise scale reported: kept across
+	// heartbeats without one (a trainer may measure it every few steps).
+	gns *float64
 }
 
 const stepWindow = 64
@@ -29,6 +32,10 @@ func (a *Agent) recordHeartbeat(hb api.Heartbeat) {
 	defer a.mu.Unlock()
 	b := &a.beats
 	b.last, b.at, b.dirty = hb, time.Now(), true
+	if hb.GNS != nil {
+		v := *hb.GNS
+		b.gns = &v
+	}
 	select {
 	case a.beatCh <- struct{}{}:
 	default: // a flush is due already
@@ -62,7 +69,7 @@ func (a *Agent) status() (record.Status, bool) {
 	return record.Status{
 		Step: b.last.Step, Samples: b.last.Samples, SamplesPerSec: b.samples,
 		StepTimeS: b.last.StepTimeS, StepTimeP50S: p[0], StepTimeP90S: p[1],
-		Generation: gen, Time: b.at,
+		Generation: gen, Time: b.at, GNS: b.gns,
 	}, true
 }
 

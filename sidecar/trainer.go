@@ -2,6 +2,9 @@ package sidecar
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -44,19 +47,35 @@ import (
 //     anyway; without it, the member is left active, and taken out only
 //     once TrainerStartGrace (when set) passes without an attach.
 //
-// With several slots, any one process's stream keeps the member attached:
-// the death of one of them breaks its group, which the collective failure
-// path handles. Once a drain has begun, the drain alone decides the
-// member's state.
+// With several slots, each slot's process is a trainer of its own: a
+// stream or poll that names its slot (?local_rank=K, as the Python client
+// sends it) stands for that process only, and once any has, the member is
+// attached only while every slot 0..Slots-1 holds one. A member whose one
+// slot process died leaves the ring at once (the survivors could not form
+// a group with its rank) and enters it again once the process is back:
+// `ringside exec --live` restarts it alone. While not every slot has
+// attached yet (a member starting, one slot still importing torch), the
+// timeout rules below apply as for one trainer. A stream or poll that
+// names no slot (`ringside exec` in restart mode, which holds one while it
+// restarts its command, Go trainers) is the whole pod's trainer: any one
+// keeps the member attached, as with one slot. Once a drain has begun,
+// the drain alone decides the member's state.
 
 // presence tracks whether the pod's trainer is attached to the API. The
 // API handlers report to it; followTrainer acts on it.
 type presence struct {
 	timeout time.Duration
+	slots   int // the member's slots: the processes a slotted trainer has
 
-	mu      sync.Mutex
-	streams int // event streams open
-	polls   int // rendezvous long polls in progress
+	mu sync.Mutex
+	// streams and polls count the event streams open and the rendezvous
+	// long polls in progress, by slot (noSlot: naming none).
+	streams, polls map[int]int
+	// slotted: a stream or poll named its slot, so every slot must be
+	// there. gone: slots whose trainer closed its last stream, until one
+	// opens again.
+	slotted bool
+	gone    map[int]bool
 	// watched: the trainer streamed events or sent a heartbeat, so its end
 	// can be seen.
 	watched bool
@@ -69,8 +88,30 @@ type presence struct {
 	kick chan struct{} // wakes followTrainer; buffered, never blocks
 }
 
-func newPresence(timeout time.Duration) *presence {
-	return &presence{timeout: timeout, kick: make(chan struct{}, 1)}
+// noSlot keys the streams and polls that name no slot.
+const noSlot = -1
+
+func newPresence(timeout time.Duration, slots int) *presence {
+	return &presence{timeout: timeout, slots: slots, streams: map[int]int{}, polls: map[int]int{},
+		gone: map[int]bool{}, kick: make(chan struct{}, 1)}
+}
+
+// trainerSlot reads the slot a stream or poll names (?local_rank=K);
+// noSlot when it names none, or one outside the member's slots (that
+// trainer's own check of its LOCAL_RANK tells the user what is wrong).
+func (p *presence) trainerSlot(r *http.Request) (int, error) {
+	s := r.URL.Query().Get("local_rank")
+	if s == "" {
+		return noSlot, nil
+	}
+	k, err := strconv.Atoi(s)
+	if err != nil || k < 0 {
+		return 0, fmt.Errorf("local_rank=%q: want this process's slot, an integer >= 0", s)
+	}
+	if k >= p.slots {
+		return noSlot, nil
+	}
+	return k, nil
 }
 
 // change applies f under the lock and wakes followTrainer.
@@ -91,32 +132,44 @@ func (p *presence) extend(now time.Time, why string) {
 	}
 }
 
-func (p *presence) streamOpened() {
-	p.change(func(time.Time) { p.streams++; p.watched, p.seen = true, true })
+func (p *presence) streamOpened(slot int) {
+	p.change(func(time.Time) {
+		p.streams[slot]++
+		p.watched, p.seen = true, true
+		p.slotted = p.slotted || slot != noSlot
+		delete(p.gone, slot)
+	})
 }
 
-// streamClosed records the end of an event stream; byTrainer: the trainer's
-// side closed it (not the sidecar).
-func (p *presence) streamClosed(byTrainer bool) {
+// streamClosed records the end of an event stream of slot; byTrainer: the
+// trainer's side closed it (not the sidecar).
+func (p *presence) streamClosed(slot int, byTrainer bool) {
 	p.change(func(now time.Time) {
-		p.streams--
+		p.streams[slot]--
 		if byTrainer {
 			p.deadline, p.why = now, "its event stream closed"
+			if slot != noSlot && p.streams[slot] == 0 {
+				p.gone[slot] = true
+			}
 			return
 		}
 		p.extend(now, "its event stream, ended by the sidecar, was not opened again")
 	})
 }
 
-func (p *presence) pollStarted() {
-	p.change(func(time.Time) { p.polls++; p.seen = true })
+func (p *presence) pollStarted(slot int) {
+	p.change(func(time.Time) {
+		p.polls[slot]++
+		p.seen = true
+		p.slotted = p.slotted || slot != noSlot
+	})
 }
 
-// pollEnded records the end of a long poll; answered: the trainer got its
-// answer (a generation, or no content when its timeout ran out).
-func (p *presence) pollEnded(answered bool) {
+// pollEnded records the end of a long poll of slot; answered: the trainer
+// got its answer (a generation, or no content when its timeout ran out).
+func (p *presence) pollEnded(slot int, answered bool) {
 	p.change(func(now time.Time) {
-		p.polls--
+		p.polls[slot]--
 		if answered {
 			p.extend(now, "no heartbeat since its last rendezvous")
 		}
@@ -140,13 +193,32 @@ func (p *presence) attached(now time.Time) (attached, seen bool, recheck time.Ti
 	switch {
 	case !p.seen:
 		return false, false, time.Time{}, ""
-	case p.streams > 0 || p.polls > 0 || !p.watched:
+	case p.there(noSlot) || !p.watched:
 		return true, true, time.Time{}, ""
-	case now.Before(p.deadline):
+	case p.slotted:
+		all := true
+		for k := range p.slots {
+			if !p.there(k) && p.gone[k] {
+				// A heartbeat of another slot does not stand for this one.
+				return false, true, time.Time{}, fmt.Sprintf("local rank %d's event stream closed", k)
+			}
+			all = all && p.there(k)
+		}
+		if all {
+			return true, true, time.Time{}, ""
+		}
+	}
+	if now.Before(p.deadline) {
 		return true, true, p.deadline, ""
+	}
+	if p.slotted && p.why == "" {
+		return false, true, time.Time{}, "not every slot's process attached"
 	}
 	return false, true, time.Time{}, p.why
 }
+
+// there reports whether slot holds a stream or a poll open.
+func (p *presence) there(slot int) bool { return p.streams[slot] > 0 || p.polls[slot] > 0 }
 
 // trainerState is the registration state a trainer's presence asks for at
 // now (the member started at started), and when that changes by itself,

@@ -83,6 +83,38 @@ func TestTrainerWhoseEventStreamClosesLeavesTheRingAndComesBack(t *testing.T) {
 	}
 }
 
+// A member of two slots whose one slot process dies (its stream, naming
+// its slot, closes) leaves the ring though the other slot's stream stays
+// open, and enters it again once that process is back.
+func TestMemberWithASlotProcessGoneLeavesTheRingUntilItIsBack(t *testing.T) {
+	agents := trio(t, "trainer-slots", func(id string, c *sidecar.Config) {
+		if id == "w2" {
+			c.Slots = 2
+		}
+	})
+	survivors := []*eventStream{newAPIClient(t, agents[0].Socket).events(), newAPIClient(t, agents[1].Socket).events()}
+	c2 := newAPIClient(t, agents[2].Socket)
+	slot0, slot1 := c2.eventsAt("/v1/events?local_rank=0"), c2.eventsAt("/v1/events?local_rank=1")
+	for _, s := range append(survivors, slot0) {
+		s.await(t, "all three in a world of 4", generationWhere(func(r *api.Rendezvous) bool { return r.WorldSize == 4 }))
+	}
+
+	crash := time.Now()
+	slot1.close()
+	for i, s := range survivors {
+		e := s.await(t, "survivor sees the generation without w2",
+			generationWhere(func(r *api.Rendezvous) bool { return !has(r, "w2") }))
+		t.Logf("w%d: generation %d without w2 %s after its slot 1 process's stream closed (%s)",
+			i, e.Generation.Generation, time.Since(crash).Round(time.Millisecond), e.Generation.Reason)
+	}
+	slot0.await(t, "w2's slot 0 told its member is out", generationWhere(func(r *api.Rendezvous) bool { return !has(r, "w2") }))
+
+	c2.eventsAt("/v1/events?local_rank=1") // the restarted slot process
+	for _, s := range append(survivors, slot0) {
+		s.await(t, "w2 back in a world of 4", generationWhere(func(r *api.Rendezvous) bool { return r.WorldSize == 4 && has(r, "w2") }))
+	}
+}
+
 // A trainer that only heartbeats is gone once its heartbeats stop for the
 // trainer timeout, and back with its next heartbeat.
 func TestTrainerWhoseHeartbeatsStopLeavesTheRingAndComesBack(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -21,9 +22,10 @@ func (e exitCodeError) Error() string { return fmt.Sprintf("exit status %d", int
 
 func newExecCmd() *cobra.Command {
 	cfg := launch.DefaultConfig()
+	live := false
 	cmd := &cobra.Command{
 		Use:   "exec [flags] -- CMD [ARGS...]",
-		Short: "Run an unmodified torchrun-style trainer, restarted on every new generation",
+		Short: "Run a trainer per slot: restarted on every new generation, or once (--live) for the Python client",
 		Long: `exec runs CMD once per slot of this member with torchrun's environment
 contract (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,
 NODE_RANK, ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
@@ -34,10 +36,27 @@ then SIGKILL after --stop-timeout) and starts it again with the new values.
 Signals are forwarded. A crashed CMD is reported to the sidecar, which has
 the job re-form; after --max-restarts crashes exec exits with CMD's code.
 A crash followed within --crash-grace by a new generation (a peer died and
-CMD failed in a collective with it) is not counted.`,
+CMD failed in a collective with it) is not counted.
+
+With --live, exec is the launcher of trainers that follow the generations
+themselves (ringside.elastic.run): it starts CMD once per slot (--slots, or
+the member's slots from the sidecar) with LOCAL_RANK, LOCAL_WORLD_SIZE and
+RINGSIDE_SOCKET set and CUDA_VISIBLE_DEVICES left as it is (each process
+selects cuda:LOCAL_RANK itself), and never restarts it for a new generation.
+A slot process that fails is restarted alone after --restart-backoff
+(doubled with each failure of that slot in a row, up to 30 s), while its
+member is out of the ring: the sidecar counts the member attached only while
+every slot's process holds its event stream open. A process that exits 0
+(its training returned, or the member was drained) is not restarted. Signals
+are forwarded to every slot's process; after SIGTERM or SIGINT nothing is
+restarted. exec exits once every process has, with the first failure's code
+(0 when none failed), or the failing one's after --max-restarts failures.
+With a sidecar under --await-trainer, give --slots: the member enters the
+ring only once its processes attach.`,
 		Example: `  ringside exec -- python train.py --epochs 10
   ringside exec --socket /var/run/ringside/ringside.sock --max-restarts 5 -- torch_script.sh
-  ringside exec --preload torch -- python train.py   # restarts in a process that imported torch already`,
+  ringside exec --preload torch -- python train.py   # restarts in a process that imported torch already
+  ringside exec --live --slots 8 -- python train_live.py   # one process per GPU, each following the generations`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Command = args
@@ -45,7 +64,20 @@ CMD failed in a collective with it) is not counted.`,
 			signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
 			defer signal.Stop(sigs)
 			cfg.Signals = sigs
-			code, err := launch.Run(context.WithoutCancel(cmd.Context()), cfg)
+			run := launch.Run
+			if v, ok := os.LookupEnv("RINGSIDE_SLOTS"); ok && live && !cmd.Flags().Changed("slots") {
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 0 {
+					return fmt.Errorf("RINGSIDE_SLOTS=%q: want the number of slot processes, an integer >= 0", v)
+				}
+				cfg.Slots = n
+			}
+			if live {
+				run = launch.RunLive
+			} else if cmd.Flags().Changed("slots") || cmd.Flags().Changed("restart-backoff") {
+				return errors.New("--slots and --restart-backoff are for --live; restart mode runs a process per slot of each generation")
+			}
+			code, err := run(context.WithoutCancel(cmd.Context()), cfg)
 			if err != nil {
 				return err
 			}
@@ -62,6 +94,9 @@ CMD failed in a collective with it) is not counted.`,
 	f.StringVar(&cfg.RunID, "run-id", envOr("RINGSIDE_JOB", cfg.RunID), "TORCHELASTIC_RUN_ID")
 	f.DurationVar(&cfg.StartTimeout, "start-timeout", cfg.StartTimeout, "how long to wait for the sidecar at start")
 	f.DurationVar(&cfg.CrashGrace, "crash-grace", cfg.CrashGrace, "after CMD fails, how long to wait for a new generation (a peer died under it) before the failure counts against --max-restarts")
+	f.BoolVar(&live, "live", false, "live mode: start CMD once per slot, never restarted for a new generation (for trainers using ringside.elastic.run); a failed slot process is restarted alone")
+	f.IntVar(&cfg.Slots, "slots", 0, "with --live: processes to start, one per slot (env RINGSIDE_SLOTS; 0: the member's slots, from the first generation it is active in)")
+	f.DurationVar(&cfg.RestartBackoff, "restart-backoff", cfg.RestartBackoff, "with --live: wait before restarting a failed slot process, doubled with each failure of that slot in a row (up to 30s)")
 	f.StringSliceVar(&cfg.Preload, "preload", nil, "Python modules (e.g. torch) a warm process per slot imports while CMD trains, so a restart skips the interpreter start and the imports; for `python [options] SCRIPT|-m MODULE` commands")
 	return cmd
 }

@@ -88,7 +88,7 @@ RINGSIDE_ETCD_ENDPOINTS, and so on.`,
 	f.StringVar(&cfg.MemberID, "member-id", cfg.MemberID, "member id (default: POD_NAME or the host name)")
 	f.StringVar(&cfg.Advertise, "advertise", cfg.Advertise, "address other workers reach this pod at (default: POD_IP)")
 	f.StringVar(&cfg.Node, "node", cfg.Node, "Kubernetes node name, for the termination taint watch (default: NODE_NAME)")
-	f.IntVar(&cfg.Slots, "slots", cfg.Slots, "trainer processes (ranks) in this pod")
+	f.IntVar(&cfg.Slots, "slots", cfg.Slots, "trainer processes (ranks) in this pod; once a trainer names its slot (the Python client does, one process per slot under exec --live), the member is in the ring only while every slot's process is attached")
 	f.StringVar(&topology, "topology", "", "topology path, broad to narrow, comma-separated (zone-a,block-1,rack-3,host-7)")
 	f.StringVar(&labels, "node-labels", "", "node labels to derive the topology path from (key=value,...)")
 	f.StringVar(&cfg.Socket, "socket", cfg.Socket, "unix socket of the trainer API (in a shared emptyDir)")

@@ -19,6 +19,10 @@ type Status struct {
 	StepTimeP90S  float64   `json:"step_time_p90_s"`
 	Generation    int64     `json:"generation"`
 	Time          time.Time `json:"time"`
+	// GNS is the newest gradient noise scale the trainer reported
+	// (api.Heartbeat.GNS), for the autoscaler's goodput; nil while it
+	// reports none.
+	GNS *float64 `json:"gns,omitempty"`
 }
 
 // DecodeStatus decodes a status/<id> value and checks its bounds: no

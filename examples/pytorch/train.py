@@ -71,6 +71,8 @@ def parse_args(argv=None):
                    help="seconds one collective may take; the group re-forms after (live mode)")
     p.add_argument("--lines-dir", default=os.environ.get("TRAIN_LINES_DIR", ""),
                    help="also append every stdout line to DIR/<pid>.jsonl (for tests; env TRAIN_LINES_DIR)")
+    p.add_argument("--measure-gns", action="store_true",
+                   help="live mode: measure the gradient noise scale (state.measure_gns) for the heartbeats")
     p.add_argument("--stats-dir", default="",
                    help="live mode: append what each group's sync moved and what commits took so far to "
                         "DIR/<member>-<pid>.jsonl, one line per group formed (for `ringside bench recovery`)")
@@ -158,6 +160,8 @@ def run_live(a, log):
                                     "sync_bytes": st["last_sync_bytes"], "commits": st["commits"],
                                     "commit_s": st["commit_s"]}) + "\n")
         ddp = DistributedDataParallel(state.model, device_ids=[dev.index] if dev.type == "cuda" else None)
+        if a.measure_gns:
+            state.measure_gns(ddp, batch_size=a.batch)
         while a.steps == 0 or state.step < a.steps:
             step = state.step + 1
             loss = job.step(ddp, step, state.rank, dev)

@@ -41,8 +41,9 @@ class Watcher:
     drain under way). After connect_timeout seconds without a stream, lost
     holds a SidecarLost error."""
 
-    def __init__(self, client, connect_timeout=30.0):
+    def __init__(self, client, connect_timeout=30.0, local_rank=None):
         self._client = client
+        self._local_rank = local_rank  # the slot its stream stands for
         self._connect_timeout = connect_timeout
         self._cond = threading.Condition()
         self._stop = threading.Event()
@@ -126,7 +127,7 @@ class Watcher:
         while not self._stop.is_set():
             err = None
             try:
-                stream = self._client.events()
+                stream = self._client.events(local_rank=self._local_rank)
             except IncompatibleSidecar as e:
                 self._fail(e)
                 return
@@ -204,9 +205,9 @@ class Heartbeats:
         self._thread = threading.Thread(target=self._run, name="ringside-heartbeats", daemon=True)
         self._thread.start()
 
-    def post(self, step, samples, step_time_s, generation):
+    def post(self, step, samples, step_time_s, generation, gns=None):
         with self._lock:
-            self._pending = (step, samples, step_time_s, generation)
+            self._pending = (step, samples, step_time_s, generation, gns)
         self._wake.set()
 
     def stop(self):
@@ -223,7 +224,7 @@ class Heartbeats:
             if hb is not None:
                 try:
                     self._client.heartbeat(*hb)
-                except RingsideError as e:
+                except (RingsideError, ValueError) as e:  # ValueError: a value the client refused to send
                     log.debug("heartbeat not taken: %s", e)
             if self._stop:
                 return

@@ -13,6 +13,7 @@ version, and SidecarError for an error answer.
 
 import http.client
 import json
+import math
 import os
 import socket
 import urllib.parse
@@ -328,11 +329,15 @@ class Client:
                 return False
             raise
 
-    def rendezvous(self, after=0, timeout=30.0):
+    def rendezvous(self, after=0, timeout=30.0, local_rank=None):
         """Waits up to timeout seconds for the first generation numbered above
-        after; returns its Rendezvous, or None when the wait ran out."""
+        after; returns its Rendezvous, or None when the wait ran out.
+        local_rank names the slot this process trains (see events)."""
         timeout = max(0.0, min(float(timeout), MAX_POLL_S))
-        q = urllib.parse.urlencode({"after": int(after), "timeout": "%.3fs" % timeout})
+        params = {"after": int(after), "timeout": "%.3fs" % timeout}
+        if local_rank is not None:
+            params["local_rank"] = int(local_rank)
+        q = urllib.parse.urlencode(params)
         status, doc = self._call("GET", "/v1/rendezvous?" + q, timeout=timeout + self.timeout)
         if status == 204:
             return None
@@ -340,11 +345,18 @@ class Client:
             raise IncompatibleSidecar("the sidecar at %s answered the rendezvous with %r, not a JSON object" % (self.address, doc))
         return Rendezvous.from_json(doc, self.address)
 
-    def events(self):
+    def events(self, local_rank=None):
         """Opens the event stream: the current generation (and a drain under
         way) first, then events as they happen. The stream has no read
-        timeout; close() it from another thread to stop reading."""
-        conn, resp = self._open("GET", "/v1/events", timeout=self.timeout)
+        timeout; close() it from another thread to stop reading.
+
+        An open stream is the trainer's presence. With local_rank it stands
+        for that slot's process only: the sidecar then keeps its member in
+        the ring only while every slot's process holds a stream, so the
+        member leaves the ring when one of its processes dies, and enters it
+        again once the process is back."""
+        path = "/v1/events" if local_rank is None else "/v1/events?local_rank=%d" % int(local_rank)
+        conn, resp = self._open("GET", path, timeout=self.timeout)
         if resp.status != 200:
             try:
                 raw = resp.read()
@@ -359,12 +371,19 @@ class Client:
             conn.sock.settimeout(None)  # idle streams are normal
         return EventStream(conn, resp, self.address)
 
-    def heartbeat(self, step, samples, step_time_s, generation=None):
+    def heartbeat(self, step, samples, step_time_s, generation=None, gns=None):
         """Reports a completed step: the job's step counter, this member's
-        samples so far, and the step's seconds."""
+        samples so far, and the step's seconds; gns, when measured, is the
+        gradient noise scale (samples; finite, not negative)."""
         body = {"step": int(step), "samples": int(samples), "step_time_s": float(step_time_s)}
         if generation:
             body["generation"] = int(generation)
+        if gns is not None:
+            gns = float(gns)
+            if not math.isfinite(gns) or gns < 0:
+                raise ValueError("gns (the gradient noise scale) must be finite and not negative, got %r; "
+                                 "pass None when it is not measured" % gns)
+            body["gns"] = gns
         self._call("POST", "/v1/heartbeat", body)
 
     def failure(self, peer, error=""):

@@ -84,8 +84,9 @@ class _Session:
             raise GenerationChanged("generation %d announced" % w.latest)
 
     def committed(self, state, step_time_s):
+        gns = state._fold_gns()
         if self.beats is not None:
-            self.beats.post(state.step, state.samples, step_time_s, state.generation)
+            self.beats.post(state.step, state.samples, step_time_s, state.generation, gns)
         if self.checkpointer is not None and state.rank == 0:
             self.checkpointer.committed(state)
 
@@ -158,7 +159,7 @@ def run(train_fn: Callable[["State"], Any], state: "State", socket: Optional[str
     if local_rank is None:
         local_rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
     _await_sidecar(client, connect_timeout)
-    watcher = Watcher(client, connect_timeout)
+    watcher = Watcher(client, connect_timeout, local_rank)
     watcher.start()
     beats = Heartbeats(client) if local_rank == 0 else None
     checkpointer = None
@@ -259,7 +260,7 @@ class _Trainer:
                     return None
             try:
                 t0 = time.monotonic()
-                r = self.client.rendezvous(after=after, timeout=wait)
+                r = self.client.rendezvous(after=after, timeout=wait, local_rank=self.local_rank)
                 log.debug("rendezvous after %d: %s in %.3fs", after, r.generation if r else None, time.monotonic() - t0)
             except SidecarUnreachable as e:
                 if self.watcher.draining:

@@ -33,7 +33,7 @@ import random
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Optional
 
 from . import _codec
 from .errors import CollectiveFailed, StateCorrupt
@@ -54,7 +54,7 @@ class DrainRequested(Interrupted):
 
 
 _RESERVED = {"model", "optimizer", "step", "samples", "rank", "world_size", "local_rank", "generation", "member",
-             "register", "commit", "restore", "sync", "check", "save", "load", "digest", "checksum"}
+             "register", "commit", "restore", "sync", "check", "save", "load", "digest", "checksum", "measure_gns", "gns"}
 
 
 def is_stateful(obj):
@@ -255,6 +255,8 @@ class State:
         self._spare = None  # the commit before last: the next capture's buffers
         self._lent = None  # a commit being written to disk: never reused
         self._copying = []  # devices with asynchronous copies into the commit
+        self._gns = None  # a GradientNoiseScale once measure_gns was called
+        self._gns_batch = None
         self.stats = {"commits": 0, "commit_s": 0.0, "last_commit_s": 0.0, "sync_bytes": 0, "last_sync_bytes": 0}
         self._fields = []
         self._objects = {}
@@ -408,6 +410,34 @@ class State:
     def digest(self) -> bytes:
         """SHA-256 of the model's parameters and buffers (bytes)."""
         return tensors_digest(self.model.state_dict().items())
+
+    def measure_gns(self, ddp: Any, *, batch_size: Optional[float] = None, smoothing: float = 0.9) -> None:
+        """Opts in to measuring the gradient noise scale (see ringside.gns):
+        registers a communication hook on ddp, a DistributedDataParallel
+        module (call it in train_fn for every one built, each generation),
+        and from then on every commit's heartbeat carries the noise scale
+        for the autoscaler. batch_size is this rank's samples per step
+        (default: what state.samples grew by per step). The measurement
+        keeps across generations; it replaces DDP's default hook with one
+        that does the same all-reduce."""
+        from .gns import GradientNoiseScale
+
+        if self._gns is None:
+            self._gns = GradientNoiseScale(smoothing)
+        self._gns_batch = batch_size
+        self._gns.attach(ddp)
+
+    @property
+    def gns(self) -> Optional[float]:
+        """The gradient noise scale measured so far (samples); None without
+        measure_gns or before an estimate."""
+        return None if self._gns is None else self._gns.value()
+
+    def _fold_gns(self) -> Optional[float]:
+        if self._gns is None:
+            return None
+        self._gns.fold(self.step, self.samples, self._gns_batch)
+        return self._gns.value()
 
     def checksum(self) -> str:
         """A short hex checksum of the model's parameters and buffers: equal

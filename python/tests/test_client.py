@@ -36,6 +36,16 @@ class ClientTest(unittest.TestCase):
         r = self.c.rendezvous(after=1, timeout=5)
         self.assertEqual(r.generation, 2)
 
+    def test_a_slot_process_names_its_slot_on_its_stream_and_polls(self):
+        # The sidecar keeps a member with several slots in the ring only
+        # while every slot's process holds its stream.
+        self.job.commit(["w0", "w1"])
+        self.c.rendezvous(after=0, timeout=1, local_rank=1)
+        self.c.events(local_rank=1).close()
+        self.c.events().close()
+        got = [(path, q.get("local_rank")) for _, path, q in self.sc.requests if path in ("/v1/rendezvous", "/v1/events")]
+        self.assertEqual(got, [("/v1/rendezvous", "1"), ("/v1/events", "1"), ("/v1/events", None)])
+
     def test_events_stream_generations_and_drains(self):
         self.job.commit(["w1"])
         stream = self.c.events()

@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Heartbeat is a trainer's report after a step (POST /v1/heartbeat).
@@ -11,6 +12,12 @@ type Heartbeat struct {
 	Samples    int64   `json:"samples"`
 	StepTimeS  float64 `json:"step_time_s"`
 	Generation int64   `json:"generation,omitempty"`
+	// GNS is the gradient noise scale the trainer measured (opt-in), in
+	// samples: the batch size at which a step's gradient noise equals its
+	// signal, Pollux's B_noise = tr(Σ)/|G|² from local against all-reduced
+	// gradient norms. The autoscaler reads it for the job's goodput. Absent
+	// when not measured (nil, so that a measured 0 is told apart).
+	GNS *float64 `json:"gns,omitempty"`
 }
 
 // maxStepTimeS bounds a step's reported time at a day: a larger value is
@@ -28,6 +35,9 @@ func (h Heartbeat) Validate() error {
 	}
 	if h.StepTimeS < 0 || h.StepTimeS > maxStepTimeS {
 		errs = append(errs, fmt.Errorf("step_time_s must be between 0 and %d, got %g", maxStepTimeS, h.StepTimeS))
+	}
+	if h.GNS != nil && (math.IsNaN(*h.GNS) || math.IsInf(*h.GNS, 0) || *h.GNS < 0) {
+		errs = append(errs, fmt.Errorf("gns (the gradient noise scale) must be finite and not negative, got %g; leave it out when it is not measured", *h.GNS))
 	}
 	return errors.Join(errs...)
 }

@@ -50,11 +50,7 @@ func Env(base []string, r *api.Rendezvous, slot int, o EnvOptions) []string {
 		"RINGSIDE_MEMBER":              r.Member,
 		"RINGSIDE_SOCKET":              o.Socket,
 	}
-	keep := map[string]bool{}
-	for _, kv := range base {
-		k, _, _ := strings.Cut(kv, "=")
-		keep[k] = true
-	}
+	keep := envKeys(base)
 	// torchrun sets OMP_NUM_THREADS=1 for several workers per node unless
 	// the user chose a value.
 	if !keep["OMP_NUM_THREADS"] {
@@ -65,6 +61,22 @@ func Env(base []string, r *api.Rendezvous, slot int, o EnvOptions) []string {
 			set[k] = v
 		}
 	}
+	return setEnv(base, set)
+}
+
+// envKeys returns the names of the variables in env.
+func envKeys(env []string) map[string]bool {
+	keys := map[string]bool{}
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		keys[k] = true
+	}
+	return keys
+}
+
+// setEnv returns base with the variables in set replaced or added, in a
+// stable order.
+func setEnv(base []string, set map[string]string) []string {
 	out := make([]string, 0, len(base)+len(set))
 	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")

@@ -41,6 +41,16 @@ type Config struct {
 	// restart runs the command in it. Only for `python [options] SCRIPT`
 	// and `python [options] -m MODULE` commands.
 	Preload []string
+	// Slots is the number of processes live mode starts (RunLive); 0:
+	// the member's slots, from the first generation it is active in.
+	Slots int
+	// RestartBackoff is how long live mode waits before it restarts a
+	// failed slot process, doubled with each failure in a row of that
+	// slot up to MaxRestartBackoff: a process that fails at once (a bad
+	// device, a full disk) does not spin, while a one-off crash is back
+	// within a second. A process that ran RestartBackoffReset before it
+	// failed starts from RestartBackoff again.
+	RestartBackoff, MaxRestartBackoff, RestartBackoffReset time.Duration
 	// Signals are forwarded to the command; SIGINT and SIGTERM also end
 	// the run once the command has exited.
 	Signals        <-chan os.Signal
@@ -57,8 +67,13 @@ func DefaultConfig() Config {
 		RunID:        "ringside",
 		StartTimeout: 60 * time.Second,
 		CrashGrace:   2 * time.Second,
-		Stdout:       os.Stdout,
-		Stderr:       os.Stderr,
+		// 1 s: about what a trainer takes to die and its peers to re-form
+		// without it, so a restarted process finds the ring settled.
+		RestartBackoff:      time.Second,
+		MaxRestartBackoff:   30 * time.Second,
+		RestartBackoffReset: time.Minute,
+		Stdout:              os.Stdout,
+		Stderr:              os.Stderr,
 	}
 }
 

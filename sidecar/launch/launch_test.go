@@ -35,6 +35,12 @@ type execRun struct {
 
 func startExec(t *testing.T, socket string, maxRestarts int, script string, mutate ...func(*launch.Config)) *execRun {
 	t.Helper()
+	return startRun(t, launch.Run, socket, maxRestarts, script, mutate...)
+}
+
+// startRun starts run (restart or live mode) on script.
+func startRun(t *testing.T, run func(context.Context, launch.Config) (int, error), socket string, maxRestarts int, script string, mutate ...func(*launch.Config)) *execRun {
+	t.Helper()
 	pr, pw := io.Pipe()
 	e := &execRun{lines: make(chan string, 100), signals: make(chan os.Signal, 4), done: make(chan int, 1)}
 	cfg := launch.DefaultConfig()
@@ -56,7 +62,7 @@ func startExec(t *testing.T, socket string, maxRestarts int, script string, muta
 		}
 	}()
 	go func() {
-		code, err := launch.Run(context.Background(), cfg)
+		code, err := run(context.Background(), cfg)
 		e.err = err
 		pw.Close()
 		e.done <- code
