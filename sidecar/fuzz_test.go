@@ -51,6 +51,7 @@ func FuzzTrainerAPI(f *testing.F) {
 		code := rec.Code
 		switch code {
 		case 200, 202, 204, 400, 403, 404, 405, 413, 500, 503:
+		case 301, 307: // net/http's mux sends a path that is not clean ("/.#") to its clean form
 		default:
 			t.Fatalf("%s %s answered %d", method, target, code)
 		}
