@@ -28,6 +28,10 @@ def _dup_socket(fd):
         return None
 
 
+def _is_tcp(s):
+    return s.family in (socket.AF_INET, socket.AF_INET6) and s.type == socket.SOCK_STREAM
+
+
 def endpoints(fd):
     """(local_port, remote_port, remote_host) of fd if it is a connected TCP
     socket, else None. Asked of the socket itself: /proc/net/tcp can skip
@@ -36,7 +40,7 @@ def endpoints(fd):
     if s is None:
         return None
     try:
-        if s.family not in (socket.AF_INET, socket.AF_INET6) or s.type != socket.SOCK_STREAM:
+        if not _is_tcp(s):
             return None
         peer = s.getpeername()
         return s.getsockname()[1], peer[1], peer[0]
@@ -113,7 +117,7 @@ def _listening_port(fd):
     if s is None:
         return None
     try:
-        if s.family not in (socket.AF_INET, socket.AF_INET6) or s.type != socket.SOCK_STREAM:
+        if not _is_tcp(s):
             return None
         if not s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
             return None
