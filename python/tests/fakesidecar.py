@@ -46,10 +46,11 @@ class FakeJob:
             self.paused = paused
             self.reason = reason
             self.lock.notify_all()
-            n = self.number
-        for s in list(self.sidecars):
-            s.publish(_generation_event(s.rendezvous_doc()))
-        return n
+            # Published under the lock a new subscriber takes for its
+            # snapshot, so each stream sees this generation exactly once.
+            for s in list(self.sidecars):
+                s.publish(_generation_event(s.rendezvous_doc()))
+            return self.number
 
     def addr(self, member):
         return self.addrs.get(member, "127.0.0.1")
@@ -137,8 +138,9 @@ class FakeSidecar:
 
     def drain(self, reason="SIGTERM"):
         e = dict(contract.event("drain"), time=_now(), reason=reason, deadline=_now())
-        self._draining = e
-        self.publish(e)
+        with self.job.lock:
+            self._draining = e
+            self.publish(e)
 
     def member_dead(self, member):
         self.publish(dict(contract.event("member_dead"), time=_now(), member=member))
@@ -205,17 +207,20 @@ class FakeSidecar:
                 import queue
 
                 q = queue.Queue()
-                with sc._lock:
-                    sc._subs.append(q)
+                # The snapshot and the subscription are one step, as in the
+                # sidecar: nothing published is missed or sent twice.
+                first = []
+                with sc.job.lock:
+                    with sc._lock:
+                        sc._subs.append(q)
+                    if sc.job.number > 0:
+                        first.append(_generation_event(sc.rendezvous_doc()))
+                    if sc._draining:
+                        first.append(sc._draining)
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-ndjson")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                first = []
-                if sc.job.number > 0:
-                    first.append(_generation_event(sc.rendezvous_doc()))
-                if sc._draining:
-                    first.append(sc._draining)
                 try:
                     for e in first:
                         self._chunk(e)
