@@ -6,7 +6,7 @@ BIN     := bin/ringside
 # Debian's python3-torch lives in the system Python, not in a pyenv one.
 PYTHON  ?= /usr/bin/python3
 
-.PHONY: all build demo test vet bench chaos clean torch iptables python-test fuzz fuzz-short
+.PHONY: all build demo test vet bench chaos clean torch iptables python-test fuzz fuzz-short generate
 
 all: build
 
@@ -100,3 +100,8 @@ chaos: build iptables
 
 clean:
 	rm -rf bin
+
+## generate: regenerates the ElasticScaler's deep-copy methods and CRD
+generate:
+	$(GO) run -C internal/tools sigs.k8s.io/controller-tools/cmd/controller-gen object paths=$(CURDIR)/autoscale/v1alpha1/...
+	$(GO) run -C internal/tools sigs.k8s.io/controller-tools/cmd/controller-gen crd:allowDangerousTypes=true paths=$(CURDIR)/autoscale/v1alpha1/... output:crd:dir=$(CURDIR)/autoscale/crd

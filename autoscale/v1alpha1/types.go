@@ -1,0 +1,182 @@
+package v1alpha1
+
+import (
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ElasticScaler scales a ringside training job's workers on measured
+// goodput: it adds a worker while one more still pays for itself (its
+// marginal efficiency stays at or above TargetEfficiency) and removes one
+// when it no longer does.
+//
+// +genclient
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=es;escaler,categories=ringside
+// +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.scaleTargetRef.name`
+// +kubebuilder:printcolumn:name="Job",type=string,JSONPath=`.spec.job.name`
+// +kubebuilder:printcolumn:name="Min",type=integer,JSONPath=`.spec.minReplicas`
+// +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxReplicas`
+// +kubebuilder:printcolumn:name="Current",type=integer,JSONPath=`.status.currentReplicas`
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredReplicas`
+// +kubebuilder:printcolumn:name="Efficiency",type=number,JSONPath=`.status.efficiency`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ElasticScaler struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec ElasticScalerSpec `json:"spec"`
+	// +optional
+	Status ElasticScalerStatus `json:"status,omitempty"`
+}
+
+// ElasticScalerSpec is what the user asks for.
+//
+// +kubebuilder:validation:XValidation:rule="self.minReplicas <= self.maxReplicas",message="minReplicas must not exceed maxReplicas"
+// +kubebuilder:validation:XValidation:rule="self.minReplicas % self.unit == 0 && self.maxReplicas % self.unit == 0",message="minReplicas and maxReplicas must be multiples of unit"
+type ElasticScalerSpec struct {
+	// ScaleTargetRef names the workload whose replicas are the job's
+	// workers: anything with a scale subresource (a StatefulSet, a
+	// Deployment, a JobSet, a PyTorchJob ...).
+	ScaleTargetRef autoscalingv2.CrossVersionObjectReference `json:"scaleTargetRef"`
+
+	// Job names the ringside job the workers form (its sidecars'
+	// --job), whose members' measurements drive the decisions.
+	Job JobReference `json:"job"`
+
+	// MinReplicas is the fewest workers the job runs with.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MinReplicas int32 `json:"minReplicas"`
+
+	// MaxReplicas is the most workers the job may grow to.
+	// +kubebuilder:validation:Minimum=1
+	MaxReplicas int32 `json:"maxReplicas"`
+
+	// Unit is the step of every change: the replicas are always a
+	// multiple of it (a node's worth of workers, say).
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	Unit int32 `json:"unit"`
+
+	// TargetEfficiency is the least marginal efficiency of one more
+	// unit of workers: the goodput it adds over the goodput per unit the
+	// job has now. The job grows while the estimate for one more unit is
+	// at least this, and shrinks when the last unit added is below it.
+	// +kubebuilder:default=0.7
+	// +kubebuilder:validation:ExclusiveMinimum=true
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1
+	// +optional
+	TargetEfficiency float64 `json:"targetEfficiency"`
+
+	// PendingTimeoutSeconds is how long a worker may stay Pending (the
+	// cluster cannot place it) before the scaler holds growth and shrinks
+	// its desired size back to what runs.
+	// +kubebuilder:default=120
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	PendingTimeoutSeconds int32 `json:"pendingTimeoutSeconds"`
+
+	// Behavior configures scaling up and down as in a
+	// HorizontalPodAutoscaler: stabilization windows, policies and
+	// selectPolicy, with the HorizontalPodAutoscaler's defaults for
+	// whatever is left out.
+	// +optional
+	Behavior *autoscalingv2.HorizontalPodAutoscalerBehavior `json:"behavior,omitempty"`
+}
+
+// JobReference names a ringside job: its key space in etcd is
+// /ringside/<namespace>/<name>/.
+type JobReference struct {
+	// Name is the job's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Namespace is the job's namespace in ringside's key space; the
+	// ElasticScaler's own namespace when empty.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// ElasticScalerStatus is what the controller observed and decided.
+type ElasticScalerStatus struct {
+	// ObservedGeneration is the spec generation the status is for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// CurrentReplicas is the target's replicas as last seen.
+	// +optional
+	CurrentReplicas int32 `json:"currentReplicas"`
+
+	// DesiredReplicas is the size the controller decided.
+	// +optional
+	DesiredReplicas int32 `json:"desiredReplicas"`
+
+	// LastScaleTime is when the controller last changed the target's
+	// replicas.
+	// +optional
+	LastScaleTime *metav1.Time `json:"lastScaleTime,omitempty"`
+
+	// Efficiency is the marginal efficiency the last decision used: of
+	// one more unit when growing or holding, of the last unit when
+	// shrinking.
+	// +optional
+	Efficiency *float64 `json:"efficiency,omitempty"`
+
+	// Throughput holds the job's measured throughput at each world size
+	// it has run at.
+	// +listType=map
+	// +listMapKey=worldSize
+	// +optional
+	Throughput []WorldSizeThroughput `json:"throughput,omitempty"`
+
+	// Conditions are AbleToScale, ScalingActive and ScalingLimited, as
+	// in a HorizontalPodAutoscaler.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// WorldSizeThroughput is the job's measured throughput at one world size.
+type WorldSizeThroughput struct {
+	// WorldSize is the number of workers the job ran with.
+	WorldSize int32 `json:"worldSize"`
+	// SamplesPerSecond is the job's throughput at that size: the sum of
+	// its members' samples per second, averaged over the observations.
+	SamplesPerSecond float64 `json:"samplesPerSecond"`
+	// Goodput is SamplesPerSecond times the statistical efficiency of
+	// the batch at that size, from the gradient noise scale the trainers
+	// report; equal to SamplesPerSecond when they report none.
+	Goodput float64 `json:"goodput"`
+	// Observations is how many measurements the averages hold.
+	Observations int32 `json:"observations"`
+	// LastObservedTime is when the newest of them was taken.
+	LastObservedTime metav1.Time `json:"lastObservedTime"`
+}
+
+// ElasticScalerList is a list of ElasticScalers.
+//
+// +kubebuilder:object:root=true
+type ElasticScalerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ElasticScaler `json:"items"`
+}
+
+// Condition types of an ElasticScaler, as a HorizontalPodAutoscaler's.
+const (
+	// AbleToScale: the controller can read and change the target's scale.
+	AbleToScale = "AbleToScale"
+	// ScalingActive: the controller has the measurements it needs to
+	// decide; false while the job has no status yet.
+	ScalingActive = "ScalingActive"
+	// ScalingLimited: the decision was held at min, max, or by pending
+	// workers.
+	ScalingLimited = "ScalingLimited"
+)
