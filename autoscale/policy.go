@@ -3,6 +3,8 @@ package autoscale
 import (
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/ringside/ringside/autoscale/v1alpha1"
 )
 
@@ -20,6 +22,8 @@ type Input struct {
 	// Workers counts the job's members that are capacity now: in the
 	// generation and not draining.
 	Workers int32
+	// Draining counts the members leaving the job (not capacity).
+	Draining int32
 	// Pending counts the target's pods the cluster has not placed, and
 	// PendingFor is how long the oldest of them has waited.
 	Pending    int32
@@ -82,6 +86,32 @@ func Decide(in Input) Decision {
 	// [min, max].
 	d := clamp(in.Current, in.Spec.MinReplicas, in.Spec.MaxReplicas)
 	return Decision{Desired: d, Recommendation: d, Reason: "Hold", Message: "holding the current size", Active: in.HaveStatus}
+}
+
+// Measurement is one reading of the job: its world size and throughput
+// then, with the gradient noise scale its trainers reported (nil when none
+// did) and the samples per step of one worker.
+type Measurement struct {
+	Time           time.Time
+	WorldSize      int32
+	SamplesPerSec  float64
+	GNS            *float64
+	BatchPerWorker float64
+}
+
+// Observe folds m into the throughput history hist (one entry per world
+// size) and returns the new history, hist left unchanged.
+func Observe(hist []v1alpha1.WorldSizeThroughput, m Measurement) []v1alpha1.WorldSizeThroughput {
+	// Placeholder until the goodput policy lands: the newest reading per
+	// size.
+	out := make([]v1alpha1.WorldSizeThroughput, 0, len(hist)+1)
+	for _, h := range hist {
+		if h.WorldSize != m.WorldSize {
+			out = append(out, h)
+		}
+	}
+	return append(out, v1alpha1.WorldSizeThroughput{WorldSize: m.WorldSize, SamplesPerSecond: m.SamplesPerSec,
+		Goodput: m.SamplesPerSec, Observations: 1, LastObservedTime: metav1.NewTime(m.Time)})
 }
 
 func clamp(n, lo, hi int32) int32 {

@@ -10,7 +10,6 @@ import (
 // marginal efficiency stays at or above TargetEfficiency) and removes one
 // when it no longer does.
 //
-// +genclient
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=es;escaler,categories=ringside
