@@ -274,11 +274,28 @@ func (a *Agent) serveAPI() error {
 			return fmt.Errorf("API token: %w", err)
 		}
 	}
-	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 10 * time.Second, ConnContext: connContext}
+	var probes net.Listener
+	if a.cfg.ProbeAddr != "" {
+		l, err := net.Listen("tcp", a.cfg.ProbeAddr)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("probe address: %w", err)
+		}
+		probes = l
+	}
+	a.serve(&http.Server{Handler: a.handler(), ReadHeaderTimeout: 10 * time.Second, ConnContext: connContext}, "API", listeners...)
+	if probes != nil {
+		a.serve(&http.Server{Handler: a.probeHandler(), ReadHeaderTimeout: 10 * time.Second}, "probe", probes)
+	}
+	return nil
+}
+
+// serve runs srv on listeners until the agent stops.
+func (a *Agent) serve(srv *http.Server, name string, listeners ...net.Listener) {
 	for _, l := range listeners {
 		a.wg.Go(func() {
 			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				a.log.Error("API server stopped", "err", err)
+				a.log.Error(name+" server stopped", "err", err)
 			}
 		})
 	}
@@ -288,7 +305,6 @@ func (a *Agent) serveAPI() error {
 		defer cancel()
 		srv.Shutdown(ctx) //nolint:errcheck // best effort on the way out
 	})
-	return nil
 }
 
 // shutdown releases everything start acquired, in reverse order.

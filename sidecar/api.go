@@ -46,17 +46,48 @@ func (a *Agent) handler() http.Handler {
 	route("/v1/failure", http.MethodPost, a.trainerOnly(a.serveFailure))
 	route("/v1/leave", http.MethodPost, a.trainerOnly(a.serveLeave))
 	route("/v1/restart", http.MethodPost, a.trainerOnly(a.serveRestart))
-	route("/v1/healthz", http.MethodGet, func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, api.StatusBody{Status: api.StatusOK})
-	})
-	route("/v1/readyz", http.MethodGet, a.serveReady)
-	metrics := promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{})
-	route("/metrics", http.MethodGet, metrics.ServeHTTP)
-	route("/v1/metrics", http.MethodGet, metrics.ServeHTTP)
+	a.routeProbes(route, "/v1")
+	route("/metrics", http.MethodGet, a.metricsHandler().ServeHTTP)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s; this sidecar serves API %s under /%s/", r.URL.Path, api.APIVersion, api.APIVersion))
 	})
 	return mux
+}
+
+// probeHandler serves the health answers and the metrics alone, for
+// Config.ProbeAddr: under / (as the kubelet and Prometheus expect them)
+// and under /v1 (as on the socket).
+func (a *Agent) probeHandler() http.Handler {
+	mux := http.NewServeMux()
+	route := func(path, method string, h http.HandlerFunc) {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
+				w.Header().Set("Allow", method)
+				writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: method not allowed, use %s", r.Method, path, method))
+				return
+			}
+			h(w, r)
+		})
+	}
+	a.routeProbes(route, "")
+	a.routeProbes(route, "/v1")
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s; the probe address serves /healthz, /readyz and /metrics only", r.URL.Path))
+	})
+	return mux
+}
+
+// routeProbes adds healthz, readyz and metrics under prefix.
+func (a *Agent) routeProbes(route func(path, method string, h http.HandlerFunc), prefix string) {
+	route(prefix+"/healthz", http.MethodGet, func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, api.StatusBody{Status: api.StatusOK})
+	})
+	route(prefix+"/readyz", http.MethodGet, a.serveReady)
+	route(prefix+"/metrics", http.MethodGet, a.metricsHandler().ServeHTTP)
+}
+
+func (a *Agent) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{})
 }
 
 // serveRendezvous answers GET /v1/rendezvous?after=N&timeout=D with the

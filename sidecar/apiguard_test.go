@@ -300,3 +300,47 @@ func TestHTTPAddrIsLoopbackUnlessAllowed(t *testing.T) {
 		}
 	}
 }
+
+// The probe address serves the health answers and the metrics to anyone,
+// and nothing of the trainer API, not even with the token.
+func TestTheProbeAddressServesHealthAndMetricsOnly(t *testing.T) {
+	srv := etcdtest.Start(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
+	a := sidecartest.Start(t, srv.Endpoints(), "probe", "w0", func(c *sidecar.Config) { c.ProbeAddr = addr })
+	token, err := os.ReadFile(api.TokenPath(a.Socket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Timeout: 5 * time.Second}
+	base := "http://" + addr
+	if code := call(c, "", "GET", base+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("probe address GET /readyz before the first generation answered %d, want 503", code)
+	}
+	trainer := client.New(a.Socket)
+	defer trainer.Close()
+	if _, err := trainer.Rendezvous(context.Background(), 0, 10*time.Second); err != nil {
+		t.Fatalf("rendezvous: %v", err)
+	}
+	for _, path := range []string{"/healthz", "/v1/healthz", "/readyz", "/v1/readyz", "/metrics", "/v1/metrics"} {
+		if code := call(c, "", "GET", base+path); code != http.StatusOK {
+			t.Errorf("probe address GET %s answered %d, want 200", path, code)
+		}
+	}
+	for _, req := range guarded {
+		method, path, _ := strings.Cut(req, " ")
+		if code := call(c, strings.TrimSpace(string(token)), method, base+path); code != http.StatusNotFound {
+			t.Errorf("probe address %s with the token answered %d, want 404", req, code)
+		}
+	}
+}
+
+func TestAProbeAddressThatIsNotHostPortIsRefused(t *testing.T) {
+	cfg := sidecar.DefaultConfig()
+	cfg.Job.Job, cfg.MemberID, cfg.Advertise = "j", "w0", "127.0.0.1"
+	cfg.InsecureTrustedNetwork = true
+	cfg.ProbeAddr = "9401"
+	err := cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), `probe address "9401"`) {
+		t.Fatalf("Validate() = %v, want the probe address named", err)
+	}
+}

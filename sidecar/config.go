@@ -42,6 +42,11 @@ type Config struct {
 	// TCP, a loopback address unless HTTPAllowNonLoopback.
 	Socket, HTTPAddr     string
 	HTTPAllowNonLoopback bool
+	// ProbeAddr optionally serves the health answers and the metrics
+	// (/healthz, /readyz, /metrics; nothing of the trainer's) on TCP, on
+	// any address: for the kubelet's probes and Prometheus, which reach the
+	// pod's IP, not its loopback or socket.
+	ProbeAddr string
 	// APITokenFile is where the sidecar writes the API token that callers
 	// without peer credentials (TCP, or another uid) send in
 	// api.TokenHeader; empty: beside the socket (api.TokenPath).
@@ -164,6 +169,11 @@ func (c Config) Validate() error {
 		}
 		if c.tokenPath() == "" {
 			errs = append(errs, errors.New("an HTTP address without a socket needs --api-token-file: TCP callers prove they are the trainer with its token"))
+		}
+	}
+	if c.ProbeAddr != "" {
+		if _, _, err := net.SplitHostPort(c.ProbeAddr); err != nil {
+			errs = append(errs, fmt.Errorf("probe address %q: want host:port or :port: %w", c.ProbeAddr, err))
 		}
 	}
 	for _, id := range append(slices.Clone(c.APIAllowUIDs), c.APIAllowGIDs...) {

@@ -36,7 +36,7 @@ serves the trainer API on a unix socket:
   POST /v1/failure                          {"peer":"w3","error":"..."}
   POST /v1/leave                            drain and leave
   POST /v1/restart                          the trainer crashed: re-form the group (restart mode)
-  GET  /v1/healthz, /v1/readyz, /metrics
+  GET  /v1/healthz, /v1/readyz, /metrics   (also on --probe-addr, for probes)
 
 Every flag can also be set through the environment: --etcd-endpoints is
 RINGSIDE_ETCD_ENDPOINTS, and so on.`,
@@ -94,6 +94,7 @@ RINGSIDE_ETCD_ENDPOINTS, and so on.`,
 	f.StringVar(&cfg.Socket, "socket", cfg.Socket, "unix socket of the trainer API (in a shared emptyDir)")
 	f.StringVar(&cfg.HTTPAddr, "http-addr", "", "also serve the trainer API on this TCP address, loopback only (e.g. 127.0.0.1:7878); callers send the API token")
 	f.BoolVar(&cfg.HTTPAllowNonLoopback, "http-allow-non-loopback", false, "let --http-addr be an address other than loopback (every caller still needs the API token)")
+	f.StringVar(&cfg.ProbeAddr, "probe-addr", "", "also serve /healthz, /readyz and /metrics (nothing of the trainer API) on this TCP address, for the kubelet's probes and Prometheus (e.g. :9401)")
 	f.StringVar(&cfg.APITokenFile, "api-token-file", "", "where to write the API token that callers without the sidecar's uid send in the X-Ringside-Token header (default: the socket's path + .token)")
 	f.IntSliceVar(&cfg.APIAllowUIDs, "api-allow-uids", nil, "uids besides the sidecar's own whose processes the socket takes for this pod's trainer")
 	f.IntSliceVar(&cfg.APIAllowGIDs, "api-allow-gids", nil, "gids whose processes the socket takes for this pod's trainer")
