@@ -34,7 +34,8 @@ FUZZ_TARGETS := \
 	coordinator/record:FuzzDecodeStatus coordinator/record:FuzzDecodeVote \
 	coordinator/jobstatus:FuzzSnapshot sidecar/api:FuzzBodies sidecar:FuzzTrainerAPI \
 	sidecar/gossip:FuzzParseKeys sidecar/gossip:FuzzGossipMessage \
-	netopt:FuzzSysfsValues netopt:FuzzReadCluster cmd/ringside:FuzzSidecarFlags
+	netopt:FuzzSysfsValues netopt:FuzzReadCluster cmd/ringside:FuzzSidecarFlags \
+	sidecar/inject:FuzzAdmissionReview
 FUZZTIME_SHORT ?= 2s
 FUZZTIME       ?= 10m
 

@@ -212,6 +212,11 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 		a.wg.Go(func() { a.watchGossipKeys(runCtx) })
 	}
 	a.resets = sockreset.New(a.log)
+	if cfg.InstallTo != "" {
+		if err := installBinary(cfg.InstallTo); err != nil {
+			return err
+		}
+	}
 	if err := a.serveAPI(); err != nil {
 		return err
 	}

@@ -344,3 +344,29 @@ func TestAProbeAddressThatIsNotHostPortIsRefused(t *testing.T) {
 		t.Fatalf("Validate() = %v, want the probe address named", err)
 	}
 }
+
+// With InstallTo the sidecar's binary is in place, executable, once the
+// sidecar serves.
+func TestTheSidecarInstallsItsBinaryBeforeServing(t *testing.T) {
+	srv := etcdtest.Start(t)
+	dst := filepath.Join(t.TempDir(), "bin", "ringside")
+	a := sidecartest.Start(t, srv.Endpoints(), "install", "w0", func(c *sidecar.Config) { c.InstallTo = dst })
+	if _, err := os.Stat(a.Socket); err != nil {
+		t.Fatalf("the sidecar does not serve: %v", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.Stat(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.Stat(dst)
+	if err != nil {
+		t.Fatalf("no binary at %s: %v", dst, err)
+	}
+	if got.Size() != want.Size() || got.Mode().Perm()&0o111 == 0 {
+		t.Errorf("installed %d bytes, mode %v; want %d bytes, executable", got.Size(), got.Mode(), want.Size())
+	}
+}

@@ -47,6 +47,11 @@ type Config struct {
 	// any address: for the kubelet's probes and Prometheus, which reach the
 	// pod's IP, not its loopback or socket.
 	ProbeAddr string
+	// InstallTo, when set, is where the sidecar copies its own binary
+	// before it serves, for a trainer container that runs its command
+	// under `ringside exec` from a shared volume (restart mode injected
+	// into an image without ringside).
+	InstallTo string
 	// APITokenFile is where the sidecar writes the API token that callers
 	// without peer credentials (TCP, or another uid) send in
 	// api.TokenHeader; empty: beside the socket (api.TokenPath).
