@@ -65,7 +65,7 @@ func review(op string, pod []byte) []byte {
 		"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
 		"request": map[string]any{
 			"uid": "7c5e", "kind": map[string]string{"group": "", "version": "v1", "kind": "Pod"},
-			"resource": map[string]string{"group": "", "version": "v1", "resource": "pods"},
+			"resource":  map[string]string{"group": "", "version": "v1", "resource": "pods"},
 			"namespace": "team-a", "operation": op, "object": json.RawMessage(pod),
 		},
 	})

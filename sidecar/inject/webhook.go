@@ -135,4 +135,3 @@ func podName(p *corev1.Pod) string {
 	}
 	return p.GenerateName + "*"
 }
-
