@@ -32,7 +32,10 @@ type Input struct {
 	// heartbeat.
 	HaveStatus bool
 	StatusAge  time.Duration
-	// Throughput is the job's measured throughput per world size.
+	// Throughput is the job's measured throughput per world size, as
+	// Observe keeps it: the caller folds the job's reading into it at
+	// every sync, and Decide acts only on a reading at the current size
+	// newer than StaleStatusAfter.
 	Throughput []v1alpha1.WorldSizeThroughput
 	// Recommendations are the sizes Decide recommended before, newest
 	// last, as the controller keeps them for the stabilization windows.
@@ -64,24 +67,34 @@ type Decision struct {
 	// Efficiency is the marginal efficiency the decision used, nil when
 	// there was none to estimate.
 	Efficiency *float64
-	// Reason is a CamelCase reason for events and conditions (such as
-	// ScaledUp, ScaledDown, Hold, NoStatus, PendingWorkers) and Message
-	// says what was seen, for people.
+	// Reason is a CamelCase reason for events and conditions and Message
+	// says what was seen, for people. Desired above Current is ScaledUp,
+	// below it ScaledDown; a held size says why: Hold (the marginal
+	// efficiencies keep the size), NoStatus and StaleStatus (Active is
+	// false), NoThroughput (no positive reading at the current size
+	// within StaleStatusAfter), Draining, Resizing (the job's workers or
+	// pending pods do not match the target yet), PendingWorkers,
+	// ScaleUpStabilized or ScaleDownStabilized (a recommendation within
+	// the window holds the size, as the HorizontalPodAutoscaler's
+	// AbleToScale reasons).
 	Reason, Message string
 	// Active is false when the measurements are missing or stale: the
 	// size was held (the ScalingActive condition).
 	Active bool
 	// Limited is true when min, max, a policy or pending workers held the
 	// size back from the recommendation (the ScalingLimited condition),
-	// with LimitReason and LimitMessage saying which.
+	// with LimitReason and LimitMessage saying which: TooFewReplicas,
+	// TooManyReplicas, ScaleUpLimit, ScaleDownLimit (the
+	// HorizontalPodAutoscaler's), PendingWorkers, or ReversalBackoff (no
+	// growth within the scale-down window after a scale-down).
 	Limited                   bool
 	LimitReason, LimitMessage string
 }
 
 // StaleStatusAfter is how old the job's newest heartbeat, or the newest
 // throughput reading at its current size, may be for Decide to act on it.
-// Sidecars write a member's status at least every second while its
-// trainer steps; 60 s allows for a slow step (twice a 30 s step of a large
+// Sidecars write a member's status after its trainer's steps, at most once
+// a second; 60 s allows for a slow step (twice a 30 s step of a large
 // model) and a controller's resync, and is short enough that a job that
 // stopped reporting is not scaled on what it did a minute ago.
 const StaleStatusAfter = 60 * time.Second
