@@ -91,6 +91,7 @@ bench: build
 	$(BIN) bench recovery --trainer pytorch --workers 8 --kills 4 --fault stop --json
 	$(BIN) bench recovery --trainer pytorch --workers 8 --kills 4 --mode restart --pause 15s --json
 	$(BIN) bench goodput --trainer pytorch --workers 8 --duration 10m --kill-every 60s --json
+	$(BIN) bench autoscale --json
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./netopt/
 
 ## chaos: a seeded schedule of faults for each of a few seeds; each prints a JSON line

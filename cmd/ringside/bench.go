@@ -15,7 +15,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Measure ringside against its targets; each prints one JSON line last",
 	}
-	cmd.AddCommand(newBenchRendezvousCmd(), newBenchDetectCmd(), newBenchRecoveryCmd(), newBenchGoodputCmd(), newBenchChaosCmd())
+	cmd.AddCommand(newBenchRendezvousCmd(), newBenchDetectCmd(), newBenchRecoveryCmd(), newBenchGoodputCmd(), newBenchChaosCmd(), newBenchAutoscaleCmd())
 	return cmd
 }
 
@@ -223,6 +223,74 @@ the resume figures. Each violation is printed on stderr.`,
 	f.StringVar(&cfg.LogDir, "log-dir", "", "keep every process's log in this directory (default: a temporary one, removed)")
 	f.BoolVar(&cfg.RequireAll, "require-all", os.Getenv("CI") == "true", "fail when a fault kind cannot be played here instead of leaving it out (default: CI=true)")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up after this long")
+	f.BoolVar(&asJSON, "json", false, "print the result as one JSON line")
+	return cmd
+}
+
+func newBenchAutoscaleCmd() *cobra.Command {
+	cfg := bench.DefaultAutoscaleConfig()
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "autoscale",
+		Short: "Simulate a training job under the ringside policy, a CPU-style HPA and a fixed size, and compare goodput per GPU",
+		Long: `autoscale simulates one training job for --duration, with a sync every
+--sync-period, under three controllers that see the same cluster: the
+ringside policy (the ElasticScaler's Observe and Decide, default behavior), a
+HorizontalPodAutoscaler on CPU utilization (a training worker reads about
+--cpu-utilization at any size, so it grows to --max), and a fixed size
+(--fixed, default the midpoint of [--min, --max]).
+
+The job's throughput bends with communication cost, n*rate/(1 + comm-cost*(n-1))
+samples/s, read with --noise and stragglers' outliers; its gradient noise scale
+grows from --gns-start to --gns-end, so the statistical efficiency
+(gns + batch)/(gns + n*batch) of a bigger batch rises as training goes on.
+--preemptions each kill 1-4 pods and withhold their GPUs for 5-20 minutes;
+--pending-periods each cut the GPUs free for the job to --low-capacity for
+20-40 minutes, leaving pods Pending. Every change of the members costs
+--reform-time of training.
+
+goodput_per_gpu = useful samples (samples x statistical efficiency) / GPU-seconds
+allocated (placed pods hold a GPU, pending ones do not). reversals is the most
+direction changes of ringside's scale events within one scale-down
+stabilization window (300 s). The run is deterministic given --seed.`,
+		Example: `  ringside bench autoscale --json
+  ringside bench autoscale --seed 2 --duration 8h --comm-cost 0.02
+  ringside bench autoscale --max 64 --unit 4 --preemptions 20 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			res, err := bench.Autoscale(cfg)
+			if err != nil {
+				return err
+			}
+			return bench.WriteResult(cmd.OutOrStdout(), res, asJSON)
+		},
+	}
+	f := cmd.Flags()
+	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the traces and the measurement noise")
+	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "simulated time")
+	f.DurationVar(&cfg.SyncPeriod, "sync-period", cfg.SyncPeriod, "how often each controller decides")
+	f.Int32Var(&cfg.Min, "min", cfg.Min, "fewest replicas")
+	f.Int32Var(&cfg.Max, "max", cfg.Max, "most replicas")
+	f.Int32Var(&cfg.Unit, "unit", cfg.Unit, "step of every change (min and max are multiples of it)")
+	f.Int32Var(&cfg.Fixed, "fixed", cfg.Fixed, "the fixed baseline's replicas (0: the midpoint of [min, max])")
+	f.Float64Var(&cfg.TargetEfficiency, "target-efficiency", cfg.TargetEfficiency, "the ringside policy's least marginal efficiency of one more unit")
+	f.Float64Var(&cfg.RatePerWorker, "rate", cfg.RatePerWorker, "one worker's samples per second")
+	f.Float64Var(&cfg.CommCost, "comm-cost", cfg.CommCost, "communication cost per extra worker: throughput n*rate/(1 + comm-cost*(n-1))")
+	f.Float64Var(&cfg.BatchPerWorker, "batch", cfg.BatchPerWorker, "samples per step of one worker")
+	f.Float64Var(&cfg.GNSStart, "gns-start", cfg.GNSStart, "gradient noise scale (samples) at the start")
+	f.Float64Var(&cfg.GNSEnd, "gns-end", cfg.GNSEnd, "gradient noise scale (samples) at the end")
+	f.Float64Var(&cfg.Noise, "noise", cfg.Noise, "relative standard deviation of a throughput reading")
+	f.Float64Var(&cfg.OutlierRate, "outlier-rate", cfg.OutlierRate, "share of readings a straggler cuts to 30%")
+	f.DurationVar(&cfg.StartupTime, "startup-time", cfg.StartupTime, "from a pod placed to its worker in the job")
+	f.DurationVar(&cfg.ReformTime, "reform-time", cfg.ReformTime, "training lost at every change of the members")
+	f.DurationVar(&cfg.DrainTime, "drain-time", cfg.DrainTime, "how long a leaving pod holds its GPU")
+	f.IntVar(&cfg.Preemptions, "preemptions", cfg.Preemptions, "preemptions over the run (each kills 1-4 pods, their GPUs withheld 5-20 min)")
+	f.IntVar(&cfg.PendingPeriods, "pending-periods", cfg.PendingPeriods, "capacity shortages over the run (20-40 min at --low-capacity)")
+	f.Int32Var(&cfg.Capacity, "capacity", cfg.Capacity, "GPUs the cluster has for the job")
+	f.Int32Var(&cfg.LowCapacity, "low-capacity", cfg.LowCapacity, "GPUs the cluster has for the job during a shortage")
+	f.DurationVar(&cfg.PendingTimeout, "pending-timeout", cfg.PendingTimeout, "the ringside policy's pendingTimeoutSeconds")
+	f.Float64Var(&cfg.CPUUtilization, "cpu-utilization", cfg.CPUUtilization, "utilization a training worker reads at any size")
+	f.Float64Var(&cfg.CPUTarget, "cpu-target", cfg.CPUTarget, "the CPU-style HPA's target utilization")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON line")
 	return cmd
 }

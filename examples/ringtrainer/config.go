@@ -30,6 +30,13 @@ type Config struct {
 	// StepTime is the simulated compute of one step. 50 ms gives 20
 	// steps per second: enough resolution to time a recovery.
 	StepTime time.Duration
+	// CommCostPerWorker models communication that grows with the ring:
+	// every step takes this much longer per rank beyond the first, so a
+	// step at world size n lasts StepTime + (n-1)*CommCostPerWorker and
+	// the job's samples per second, n/(StepTime + (n-1)*CommCostPerWorker),
+	// stops growing linearly (the curve an autoscaler must find the knee
+	// of). 0, the default, keeps the ring's real cost only.
+	CommCostPerWorker time.Duration
 	// Steps ends the run once the job's step counter reaches it; 0 trains
 	// until drained.
 	Steps int64
@@ -85,6 +92,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.IntVar(&cfg.Port, "port", cfg.Port, "data port base: this rank listens on its member's address at port+local-rank")
 	fs.IntVar(&cfg.Vector, "vector", cfg.Vector, "int64 elements all-reduced every step")
 	fs.DurationVar(&cfg.StepTime, "step-time", cfg.StepTime, "simulated compute per step")
+	fs.DurationVar(&cfg.CommCostPerWorker, "comm-cost-per-worker", cfg.CommCostPerWorker, "simulated communication per step for each rank beyond the first: a step takes step-time + (world-1) x this")
 	fs.Int64Var(&cfg.Steps, "steps", cfg.Steps, "stop once the job reaches this step (0: train until drained)")
 	fs.DurationVar(&cfg.ConnectTimeout, "connect-timeout", cfg.ConnectTimeout, "how long the sidecar may be unreachable before exiting with 3")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log level: debug, info, warn or error (env RINGSIDE_LOG_LEVEL)")
@@ -122,6 +130,9 @@ func (c Config) Validate() error {
 	if c.StepTime < 0 {
 		errs = append(errs, fmt.Errorf("--step-time %s: want 0 or more", c.StepTime))
 	}
+	if c.CommCostPerWorker < 0 {
+		errs = append(errs, fmt.Errorf("--comm-cost-per-worker %s: want 0 or more", c.CommCostPerWorker))
+	}
 	if c.Steps < 0 {
 		errs = append(errs, fmt.Errorf("--steps %d: want 0 (forever) or more", c.Steps))
 	}
@@ -136,6 +147,12 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
 	}
 	return errors.Join(errs...)
+}
+
+// computeTime is the simulated time of one step at world size world: the
+// compute, plus the communication that grows with the ring.
+func (c Config) computeTime(world int) time.Duration {
+	return c.StepTime + time.Duration(max(world-1, 0))*c.CommCostPerWorker
 }
 
 // newLogger returns the stderr logger of a validated cfg.

@@ -26,6 +26,9 @@ func TestParseFlags(t *testing.T) {
 			func(c Config) bool {
 				return c.Port == 30000 && c.Vector == 7 && c.StepTime == 5*time.Millisecond && c.Steps == 9
 			}, ""},
+		{"a communication cost per worker", []string{"--comm-cost-per-worker", "10ms"}, nil,
+			func(c Config) bool { return c.CommCostPerWorker == 10*time.Millisecond }, ""},
+		{"a negative communication cost", []string{"--comm-cost-per-worker", "-1ms"}, nil, nil, "--comm-cost-per-worker -1ms"},
 		{"a local rank that is not a number", nil, map[string]string{"LOCAL_RANK": "one"}, nil, "LOCAL_RANK"},
 		{"an empty vector", []string{"--vector", "0"}, nil, nil, "--vector 0"},
 		{"a port past 65535 with the local rank", []string{"--port", "65535", "--local-rank", "1"}, nil, nil, "--port 65535"},
@@ -53,5 +56,22 @@ func TestParseFlags(t *testing.T) {
 				t.Errorf("unexpected config %+v", cfg)
 			}
 		})
+	}
+}
+
+func TestComputeTimeGrowsWithTheWorld(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.StepTime = 50 * time.Millisecond
+	cfg.CommCostPerWorker = 10 * time.Millisecond
+	for world, want := range map[int]time.Duration{
+		1: 50 * time.Millisecond, 2: 60 * time.Millisecond, 8: 120 * time.Millisecond, 0: 50 * time.Millisecond,
+	} {
+		if got := cfg.computeTime(world); got != want {
+			t.Errorf("world %d: %s, want %s", world, got, want)
+		}
+	}
+	cfg.CommCostPerWorker = 0
+	if got := cfg.computeTime(8); got != cfg.StepTime {
+		t.Errorf("no communication cost: %s, want the step time %s", got, cfg.StepTime)
 	}
 }

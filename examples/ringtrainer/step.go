@@ -79,7 +79,8 @@ func (t *trainer) step(ctx context.Context, rg *ring) error {
 	step := t.completed + 1
 	start := time.Now()
 	fill(t.vec, step, rg.rank)
-	if !sleep(ctx, t.cfg.StepTime) { // the forward and backward pass
+	// The forward and backward pass, and the modeled communication.
+	if !sleep(ctx, t.cfg.computeTime(rg.world)) {
 		return ctx.Err()
 	}
 	if err := rg.allreduce(t.vec, opSum); err != nil {
