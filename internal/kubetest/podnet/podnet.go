@@ -102,14 +102,15 @@ func (n *Network) createBridge(ctx context.Context) error {
 }
 
 // removeStale deletes the namespaces and bridge of this subnet's earlier
-// holder: holding the lock now, nothing else can be using them. A veth
-// goes with its namespace.
+// holder, and kills the processes still in them (a crashed run's pods):
+// holding the lock now, nothing else can be using them. A veth goes with
+// its namespace.
 func (n *Network) removeStale(ctx context.Context) {
 	out, _ := exec.CommandContext(ctx, "ip", "netns", "list").Output()
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
 		if len(f) > 0 && strings.HasPrefix(f[0], n.nsPrefix()) {
-			n.log.Info("podnet: removing a stale pod namespace", "netns", f[0])
+			killAll(ctx, f[0])
 			_ = ipCmds(ctx, []string{"netns", "del", f[0]})
 		}
 	}
@@ -181,4 +182,14 @@ func ipCmds(ctx context.Context, cmds ...[]string) error {
 		}
 	}
 	return nil
+}
+
+// killAll kills the processes in namespace name.
+func killAll(ctx context.Context, name string) {
+	out, _ := exec.CommandContext(ctx, "ip", "netns", "pids", name).Output()
+	for _, f := range strings.Fields(string(out)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }

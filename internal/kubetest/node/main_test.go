@@ -1,0 +1,174 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ringside/ringside/internal/kubetest"
+	"github.com/ringside/ringside/internal/kubetest/node"
+	"github.com/ringside/ringside/internal/kubetest/podnet"
+)
+
+// The images of the tests' pods: a base image (commands from the host)
+// and the test binary itself, run in helper mode.
+const (
+	baseImage   = "kubetest.local/base:1"
+	helperImage = "kubetest.local/helper:1"
+	helperEnv   = "KUBETEST_NODE_HELPER"
+)
+
+// cluster is the package's control plane, pod network and node agent.
+type cluster struct {
+	cp     *kubetest.ControlPlane
+	net    *podnet.Network
+	agent  *node.Agent
+	client kubernetes.Interface
+}
+
+var (
+	env    *cluster
+	envErr error
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(helper(os.Args[1:]))
+	}
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "kubetest-node-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	env, envErr = start(ctx, dir)
+	code := m.Run()
+	if env != nil {
+		if code != 0 {
+			fmt.Fprintf(os.Stderr, "%s\n%s", env.cp.Logs(40), env.agent.Logs(20))
+		}
+		env.stop(ctx)
+	}
+	return code
+}
+
+func start(ctx context.Context, dir string) (*cluster, error) {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	pn, err := podnet.New(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := kubetest.Start(ctx, kubetest.Options{Dir: filepath.Join(dir, "cp"), HostIP: pn.HostIP()})
+	if err != nil {
+		pn.Close(ctx)
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "kubetest: control plane started in %s\n", cp.StartTime.Round(time.Millisecond))
+	self, err := os.Executable()
+	if err != nil {
+		cp.Stop()
+		pn.Close(ctx)
+		return nil, err
+	}
+	agent, err := node.Start(ctx, node.Config{
+		Rest: cp.Config, Network: pn, Dir: filepath.Join(dir, "agent"),
+		APIHost: cp.HostIP, APIPort: cp.Port, Logger: log,
+		Images: map[string]string{baseImage: "", helperImage: self},
+		Nodes: []node.NodeSpec{
+			{Name: "node-a", Zone: "zone-a", Region: "region-1", Labels: map[string]string{"ringside.dev/pool": "train"},
+				Capacity: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}},
+			{Name: "node-b", Zone: "zone-b", Region: "region-1",
+				Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), "nvidia.com/gpu": resource.MustParse("8")}},
+		},
+	})
+	if err != nil {
+		cp.Stop()
+		pn.Close(ctx)
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		return nil, err
+	}
+	return &cluster{cp: cp, net: pn, agent: agent, client: client}, nil
+}
+
+func (c *cluster) stop(ctx context.Context) {
+	c.agent.Stop()
+	c.cp.Stop()
+	c.net.Close(ctx)
+}
+
+// helper is the helper image's entrypoint: serve PORT answers /env with
+// the environment and /file?path= with a file; get URL prints a body.
+func helper(args []string) int {
+	if len(args) < 2 {
+		fmt.Fprintln(os.Stderr, "helper: serve PORT | get URL")
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		mux := http.NewServeMux()
+		mux.HandleFunc("/env", func(w http.ResponseWriter, r *http.Request) {
+			m := map[string]string{}
+			for _, kv := range os.Environ() {
+				k, v, _ := strings.Cut(kv, "=")
+				m[k] = v
+			}
+			json.NewEncoder(w).Encode(m)
+		})
+		mux.HandleFunc("/file", func(w http.ResponseWriter, r *http.Request) {
+			b, err := os.ReadFile(r.URL.Query().Get("path"))
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusNotFound)
+				return
+			}
+			w.Write(b)
+		})
+		srv := &http.Server{Addr: ":" + args[1], Handler: mux}
+		go func() {
+			sig := make(chan os.Signal, 1)
+			signal.Notify(sig, syscall.SIGTERM)
+			<-sig
+			fmt.Println("helper: SIGTERM, shutting down")
+			srv.Close()
+		}()
+		fmt.Println("helper: serving on", srv.Addr)
+		if err := srv.ListenAndServe(); err != http.ErrServerClosed {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
+	case "get":
+		resp, err := http.Get(args[1])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		fmt.Printf("status %d\n%s\n", resp.StatusCode, b)
+		return 0
+	}
+	return 2
+}
