@@ -37,7 +37,7 @@ type certs struct {
 	dir                 string
 	caFile              string
 	serverCert, servKey string
-	saKey               string
+	saKey, saPub        string
 	ca                  *pki.CA
 }
 
@@ -57,6 +57,7 @@ func makeCerts(dir, hostIP string) (*certs, error) {
 		serverCert: filepath.Join(dir, "apiserver.crt"),
 		servKey:    filepath.Join(dir, "apiserver.key"),
 		saKey:      filepath.Join(dir, "sa.key"),
+		saPub:      filepath.Join(dir, "sa.pub"),
 	}
 	if err := pki.WriteFile(c.caFile, ca.CertPEM(), 0o644); err != nil {
 		return nil, err
@@ -70,11 +71,14 @@ func makeCerts(dir, hostIP string) (*certs, error) {
 	if err := server.Write(c.serverCert, c.servKey); err != nil {
 		return nil, err
 	}
-	sa, err := pki.KeyPEM()
+	sa, saPub, err := pki.SigningKey()
 	if err != nil {
 		return nil, err
 	}
 	if err := pki.WriteFile(c.saKey, sa, 0o600); err != nil {
+		return nil, err
+	}
+	if err := pki.WriteFile(c.saPub, saPub, 0o644); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -177,7 +177,7 @@ func (cp *ControlPlane) apiserverArgs(c *certs, etcdURL string) []string {
 		"--tls-private-key-file=" + c.servKey,
 		"--client-ca-file=" + c.caFile,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file=" + c.saKey,
+		"--service-account-key-file=" + c.saPub,
 		"--service-account-signing-key-file=" + c.saKey,
 		"--service-cluster-ip-range=" + serviceCIDR,
 		"--authorization-mode=Node,RBAC",

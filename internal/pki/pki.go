@@ -107,18 +107,24 @@ func (ca *CA) ClientInGroups(cn string, groups []string, validity time.Duration)
 	return ca.issue(tmpl)
 }
 
-// KeyPEM returns a new P-256 private key, PKCS #8 in PEM: a signing key
-// with no certificate (the Kubernetes service-account token issuer's).
-func KeyPEM() ([]byte, error) {
+// SigningKey returns a new P-256 private key (PKCS #8) and its public key
+// (PKIX), both PEM: a signing key with no certificate, such as the
+// Kubernetes service-account token issuer's.
+func SigningKey() (private, public []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("signing key: %w", err)
+		return nil, nil, fmt.Errorf("signing key: %w", err)
 	}
 	der, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		return nil, fmt.Errorf("signing key: %w", err)
+		return nil, nil, fmt.Errorf("signing key: %w", err)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("signing key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), nil
 }
 
 // CRL returns a DER revocation list (the encoding etcd's --client-crl-file

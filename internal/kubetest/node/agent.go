@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/ringside/ringside/internal/kubetest"
 	"github.com/ringside/ringside/internal/kubetest/podnet"
 )
 
@@ -89,7 +90,7 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	for _, tool := range []string{"nsenter", "unshare", "setpriv", "mount"} {
 		if _, err := lookPath(tool); err != nil {
-			return nil, fmt.Errorf("node agent needs util-linux's %s: %w", tool, err)
+			return nil, fmt.Errorf("%w: the node agent needs util-linux's %s: %v", kubetest.ErrUnavailable, tool, err)
 		}
 	}
 	client, err := kubernetes.NewForConfig(cfg.Rest)
@@ -192,6 +193,7 @@ func (a *Agent) podGone(p *corev1.Pod) {
 // that goes down next.
 func (a *Agent) Stop() {
 	a.mu.Lock()
+	a.cancel() // under the lock: podChanged starts no worker after this
 	ws := make([]*podWorker, 0, len(a.workers))
 	for _, w := range a.workers {
 		ws = append(ws, w)
@@ -200,7 +202,6 @@ func (a *Agent) Stop() {
 	for _, w := range ws {
 		w.shutdown()
 	}
-	a.cancel()
 	a.wg.Wait()
 	a.mounts.removeAll(a.log)
 }

@@ -92,7 +92,7 @@ func lookPath(name string) (string, error) { return exec.LookPath(name) }
 func (w *podWorker) environment(ctx context.Context, c *corev1.Container) (map[string]string, []string, error) {
 	env := map[string]string{
 		"PATH":     defaultPath,
-		"HOSTNAME": w.spec.Name,
+		"HOSTNAME": w.hostname(),
 		"HOME":     "/root",
 	}
 	if uid, _ := w.ids(c); uid != 0 {
@@ -297,7 +297,7 @@ func (w *podWorker) launcher(c *corev1.Container, argv []string) ([]string, erro
 	}
 	line := []string{"nsenter", "--net=" + w.att.NetNS, "--",
 		"unshare", "--mount", "--uts", "--propagation", "private", "--",
-		"/bin/sh", "-c", mountScript, "sh", w.spec.Name, workdir}
+		"/bin/sh", "-c", mountScript, "sh", w.hostname(), workdir}
 	for _, m := range c.VolumeMounts {
 		src, ok := w.vols[m.Name]
 		if !ok {
@@ -356,4 +356,14 @@ func (w *podWorker) setpriv(c *corev1.Container) []string {
 		args = append(args, "--no-new-privs")
 	}
 	return append(args, "--")
+}
+
+// hostname is the pod's spec.hostname, else its name, cut to the 63
+// characters a hostname may have.
+func (w *podWorker) hostname() string {
+	h := w.spec.Spec.Hostname
+	if h == "" {
+		h = w.spec.Name
+	}
+	return h[:min(len(h), 63)]
 }

@@ -256,7 +256,7 @@ func (w *podWorker) runInit(ctx context.Context) bool {
 		if c.kind == regularKind {
 			break
 		}
-		w.a.wg.Go(func() { w.supervise(ctx, c) })
+		w.launch(ctx, c)
 		wait := c.exited
 		if c.kind == sidecarKind {
 			wait = c.startedOnce
@@ -294,7 +294,7 @@ func (w *podWorker) runRegular(ctx context.Context) {
 	for _, c := range w.containers {
 		if c.kind == regularKind {
 			regular = append(regular, c)
-			w.a.wg.Go(func() { w.supervise(ctx, c) })
+			w.launch(ctx, c)
 		}
 	}
 	w.mu.Lock()

@@ -23,7 +23,6 @@ type container struct {
 	exited      chan struct{} // closed when it will run no more
 	stopCh      chan struct{} // closed: no more restarts
 	stopOnce    sync.Once
-	launchOnce  sync.Once
 	launchedB   bool
 
 	mu       sync.Mutex
@@ -47,6 +46,15 @@ func (c *container) pid() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.proc
+}
+
+// launch marks c as launched (teardown waits for it from then on) and
+// runs its supervisor.
+func (w *podWorker) launch(ctx context.Context, c *container) {
+	c.mu.Lock()
+	c.launchedB = true
+	c.mu.Unlock()
+	w.a.wg.Go(func() { w.supervise(ctx, c) })
 }
 
 func (c *container) launched() bool {
@@ -98,9 +106,6 @@ func (c *container) restartAfter(code int32, policy corev1.RestartPolicy) bool {
 // supervise runs c, again after each exit its policy restarts, with a
 // doubling back-off, until it is done or halted.
 func (w *podWorker) supervise(ctx context.Context, c *container) {
-	c.mu.Lock()
-	c.launchedB = true
-	c.mu.Unlock()
 	defer close(c.exited)
 	delay := backoffFirst
 	for {

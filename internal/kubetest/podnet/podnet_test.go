@@ -75,4 +75,3 @@ func TestPodsGetTheirOwnNamespaceAndAddressAndCloseRemovesThem(t *testing.T) {
 		t.Errorf("%s still exists after Close:\n%s", b.NetNS, out)
 	}
 }
-
