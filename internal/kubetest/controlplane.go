@@ -124,11 +124,24 @@ func (cp *ControlPlane) start(ctx context.Context, bin string, opts Options) err
 	if cp.Kubeconfig, err = c.kubeconfig(adminID, cp.Host); err != nil {
 		return err
 	}
-	certFile, keyFile := filepath.Join(c.dir, adminID.file+".crt"), filepath.Join(c.dir, adminID.file+".key")
+	// The credentials in memory, not as files: client-go watches files for
+	// rotation with goroutines that outlive every client.
+	var tlsConfig rest.TLSClientConfig
+	for _, f := range []struct {
+		dst  *[]byte
+		path string
+	}{
+		{&tlsConfig.CAData, c.caFile},
+		{&tlsConfig.CertData, filepath.Join(c.dir, adminID.file+".crt")},
+		{&tlsConfig.KeyData, filepath.Join(c.dir, adminID.file+".key")},
+	} {
+		if *f.dst, err = os.ReadFile(f.path); err != nil {
+			return fmt.Errorf("kubetest admin credentials: %w", err)
+		}
+	}
 	cp.Config = &rest.Config{
-		Host:            cp.Host,
-		TLSClientConfig: rest.TLSClientConfig{CAFile: c.caFile, CertFile: certFile, KeyFile: keyFile},
-		QPS:             100, Burst: 200, // the tests' clients are the cluster's busiest
+		Host: cp.Host, TLSClientConfig: tlsConfig,
+		QPS: 100, Burst: 200, // the tests' clients are the cluster's busiest
 	}
 	if err := cp.run(bin, "kube-apiserver", cp.apiserverArgs(c, etcd.Endpoints()[0])...); err != nil {
 		return err

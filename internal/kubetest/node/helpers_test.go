@@ -175,3 +175,20 @@ func waitStatefulSetReady(t *testing.T, c *cluster, ns, name string, replicas in
 		t.Fatalf("statefulset %s: %d ready replicas: %v", name, replicas, err)
 	}
 }
+
+// waitLog waits until a container's log satisfies ok. A file has no event
+// to wait on, so this polls (every 50 ms, for up to 30 s).
+func waitLog(t *testing.T, c *cluster, ns, pod, container string, ok func(string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, _ := c.agent.Log(ns, pod, container)
+		if ok(out) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s/%s %s: log %q", ns, pod, container, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -10,14 +10,20 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/ringside/ringside/internal/kubetest"
 	"github.com/ringside/ringside/internal/kubetest/node"
@@ -69,6 +75,12 @@ func run(m *testing.M) int {
 		}
 		env.stop(ctx)
 	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
+			return 1
+		}
+	}
 	return code
 }
 
@@ -106,11 +118,15 @@ func start(ctx context.Context, dir string) (*cluster, error) {
 		pn.Close(ctx)
 		return nil, err
 	}
-	client, err := kubernetes.NewForConfig(cp.Config)
+	c := &cluster{cp: cp, net: pn, agent: agent}
+	if c.client, err = kubernetes.NewForConfig(cp.Config); err == nil {
+		err = schedulable(ctx, c.client, 2)
+	}
 	if err != nil {
+		c.stop(ctx)
 		return nil, err
 	}
-	return &cluster{cp: cp, net: pn, agent: agent, client: client}, nil
+	return c, nil
 }
 
 func (c *cluster) stop(ctx context.Context) {
@@ -171,4 +187,30 @@ func helper(args []string) int {
 		return 0
 	}
 	return 2
+}
+
+// schedulable waits until n nodes have lost the not-ready taint that
+// nodes are born with (the node lifecycle controller lifts it once it has
+// seen them Ready), so that the first test does not pay for it.
+func schedulable(ctx context.Context, client kubernetes.Interface, n int) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	lw := cache.NewListWatchFromClient(client.CoreV1().RESTClient(), "nodes", "", fields.Everything())
+	ready := map[string]bool{}
+	_, err := watchtools.UntilWithSync(ctx, lw, &corev1.Node{}, nil, func(e watch.Event) (bool, error) {
+		if nd, ok := e.Object.(*corev1.Node); ok {
+			ready[nd.Name] = !slices.ContainsFunc(nd.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady })
+		}
+		count := 0
+		for _, r := range ready {
+			if r {
+				count++
+			}
+		}
+		return count == n, nil
+	})
+	if err != nil {
+		return fmt.Errorf("nodes schedulable: %w", err)
+	}
+	return nil
 }

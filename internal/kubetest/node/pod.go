@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -384,7 +385,8 @@ func (w *podWorker) finish(ctx context.Context, log *slog.Logger) {
 		GracePeriodSeconds: ptr.To[int64](0),
 		Preconditions:      &metav1.Preconditions{UID: &w.uid},
 	})
-	if err != nil && ctx.Err() == nil {
+	// NotFound: a terminal pod's deletion is immediate, nothing waits.
+	if err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) {
 		log.Warn("node agent: deleting a stopped pod", "pod", w.spec.Namespace+"/"+w.spec.Name, "err", err)
 	}
 	_ = os.RemoveAll(filepath.Join(w.dir, "volumes"))

@@ -90,6 +90,7 @@ func (n *Network) Subnet() string { return n.addr(0) + "/24" }
 
 func (n *Network) addr(host int) string { return fmt.Sprintf("10.213.%d.%d", n.b, host) }
 func (n *Network) bridge() string       { return fmt.Sprintf("rsbr%d", n.b) }
+func (n *Network) veth(host int) string { return fmt.Sprintf("rs%dh%d", n.b, host) }
 func (n *Network) nsPrefix() string     { return fmt.Sprintf("rs%d-", n.b) }
 
 func (n *Network) createBridge(ctx context.Context) error {
@@ -112,6 +113,14 @@ func (n *Network) removeStale(ctx context.Context) {
 		if len(f) > 0 && strings.HasPrefix(f[0], n.nsPrefix()) {
 			killAll(ctx, f[0])
 			_ = ipCmds(ctx, []string{"netns", "del", f[0]})
+		}
+	}
+	links, _ := exec.CommandContext(ctx, "ip", "-o", "link", "show").Output()
+	for _, line := range strings.Split(string(links), "\n") {
+		// "11: rs1h2@if2: <...": a pod's host side.
+		f := strings.Fields(line)
+		if len(f) > 1 && strings.HasPrefix(f[1], fmt.Sprintf("rs%dh", n.b)) {
+			_ = ipCmds(ctx, []string{"link", "del", strings.SplitN(strings.TrimSuffix(f[1], ":"), "@", 2)[0]})
 		}
 	}
 	if ipCmds(ctx, []string{"link", "show", n.bridge()}) == nil {
@@ -137,7 +146,7 @@ func (n *Network) Attach(ctx context.Context) (*Attachment, error) {
 	}
 	name := n.nsPrefix() + strconv.Itoa(host)
 	a := &Attachment{NetNS: "/run/netns/" + name, IP: n.addr(host), name: name, host: host}
-	veth := fmt.Sprintf("rs%dh%d", n.b, host)
+	veth := n.veth(host)
 	err := ipCmds(ctx,
 		[]string{"netns", "add", name},
 		[]string{"link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", name},
@@ -157,6 +166,10 @@ func (n *Network) Attach(ctx context.Context) (*Attachment, error) {
 // Detach deletes a's namespace (and with it its veth pair) and frees its
 // address.
 func (n *Network) Detach(ctx context.Context, a *Attachment) {
+	// The veth first: a namespace outlives its deletion while anything
+	// still refers to it (a socket the kernel has not let go), and its
+	// veth with it, on the host's side of the bridge.
+	_ = ipCmds(ctx, []string{"link", "del", n.veth(a.host)})
 	if err := ipCmds(ctx, []string{"netns", "del", a.name}); err != nil {
 		n.log.Warn("podnet: deleting a pod namespace", "netns", a.name, "err", err)
 	}
