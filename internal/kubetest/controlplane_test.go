@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,6 +44,12 @@ func TestMain(m *testing.M) {
 				fmt.Fprint(os.Stderr, cp.Logs(40))
 			}
 			cp.Stop()
+		}
+		if code == 0 {
+			if err := goleak.Find(); err != nil {
+				fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
+				return 1
+			}
 		}
 		return code
 	}())

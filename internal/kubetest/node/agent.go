@@ -99,7 +99,9 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a := &Agent{cfg: cfg, client: client, log: cfg.Logger, ctx: runCtx, cancel: cancel,
-		workers: map[string]*podWorker{}, mounts: &mountPoints{}}
+		workers: map[string]*podWorker{}}
+	a.mounts = loadMountPoints(filepath.Join(os.TempDir(), "ringside-podnet-"+strings.TrimSuffix(cfg.Network.Subnet(), "/24")+".mounts"))
+	a.mounts.removeAll(a.log) // what a crashed run left
 	for _, n := range cfg.Nodes {
 		if err := a.register(ctx, n); err != nil {
 			cancel()

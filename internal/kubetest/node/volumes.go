@@ -201,10 +201,23 @@ func (a *Agent) objectData(ctx context.Context, ns, kind, name string) (map[stri
 
 // mountPoints are the directories and files the agent created on the host
 // for bind mounts to land on (a mount needs an existing target); Stop
-// removes them again if they are still empty.
+// removes them again if they are still empty. They are also listed in a
+// file of the pod network's subnet, so that the next holder of the subnet
+// removes what a crashed run left.
 type mountPoints struct {
 	mu      sync.Mutex
+	file    string
 	created []string
+}
+
+// loadMountPoints returns the mount points of file, those a run that did
+// not reach Stop left behind, to remove.
+func loadMountPoints(file string) *mountPoints {
+	m := &mountPoints{file: file}
+	if b, err := os.ReadFile(file); err == nil {
+		m.created = strings.Fields(string(b))
+	}
+	return m
 }
 
 // ensure makes target exist, as a directory, or as a file when src is one.
@@ -239,10 +252,17 @@ func (m *mountPoints) ensure(src, target string) error {
 		return err
 	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.created = append(m.created, missing...)
 	m.created = append(m.created, target)
-	m.mu.Unlock()
-	return nil
+	return m.save()
+}
+
+func (m *mountPoints) save() error {
+	if m.file == "" {
+		return nil
+	}
+	return os.WriteFile(m.file, []byte(strings.Join(m.created, "\n")+"\n"), 0o600)
 }
 
 // removeAll removes the created mount points, innermost first; one that
@@ -260,4 +280,7 @@ func (m *mountPoints) removeAll(log *slog.Logger) {
 		}
 	}
 	m.created = nil
+	if m.file != "" {
+		_ = os.Remove(m.file)
+	}
 }
