@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -227,6 +228,23 @@ func (a *Agent) Kill(namespace, pod, container string) error {
 		return err
 	}
 	return w.kill(container)
+}
+
+// Exec runs command in a running container's namespaces, mounts, user
+// and capabilities (kubectl exec's place) and returns its output, stdout
+// and stderr together; a non-zero exit is an *exec.ExitError.
+func (a *Agent) Exec(ctx context.Context, namespace, pod, container string, command ...string) (string, error) {
+	w, err := a.worker(namespace, pod)
+	if err != nil {
+		return "", err
+	}
+	c := w.container(container)
+	if c == nil || c.pid() == 0 {
+		return "", fmt.Errorf("node agent: container %q of %s/%s is not running", container, namespace, pod)
+	}
+	var out bytes.Buffer
+	err = w.exec(ctx, c, command, &out)
+	return out.String(), err
 }
 
 // PIDs returns the main process of each running container of a pod, by

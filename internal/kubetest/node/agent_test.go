@@ -105,6 +105,9 @@ func TestPodWithNativeSidecarRuns(t *testing.T) {
 	if body := httpGet(t, base+"/file?path=/shared/sidecar"); strings.TrimSpace(body) != "sidecar of web" {
 		t.Errorf("the sidecar's file in the shared emptyDir reads %q", body)
 	}
+	if out, err := c.agent.Exec(t.Context(), ns, "web", "sidecar", "cat", "/shared/sidecar"); err != nil || strings.TrimSpace(out) != "sidecar of web" {
+		t.Errorf("exec in the sidecar: %q, %v", out, err)
+	}
 
 	// Another pod reaches this one's IP over the bridge.
 	client := helperContainer("client", "get", base+"/env")

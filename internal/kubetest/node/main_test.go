@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,13 +16,10 @@ import (
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/ringside/ringside/internal/kubetest"
+	kcluster "github.com/ringside/ringside/internal/kubetest/cluster"
 	"github.com/ringside/ringside/internal/kubetest/node"
 	"github.com/ringside/ringside/internal/kubetest/podnet"
 )
@@ -40,6 +34,7 @@ const (
 
 // cluster is the package's control plane, pod network and node agent.
 type cluster struct {
+	*kcluster.Cluster
 	cp     *kubetest.ControlPlane
 	net    *podnet.Network
 	agent  *node.Agent
@@ -71,9 +66,9 @@ func run(m *testing.M) int {
 	code := m.Run()
 	if env != nil {
 		if code != 0 {
-			fmt.Fprintf(os.Stderr, "%s\n%s", env.cp.Logs(40), env.agent.Logs(20))
+			fmt.Fprint(os.Stderr, env.Logs())
 		}
-		env.stop(ctx)
+		env.Stop(ctx)
 	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
@@ -85,26 +80,12 @@ func run(m *testing.M) int {
 }
 
 func start(ctx context.Context, dir string) (*cluster, error) {
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	pn, err := podnet.New(ctx, log)
-	if err != nil {
-		return nil, err
-	}
-	cp, err := kubetest.Start(ctx, kubetest.Options{Dir: filepath.Join(dir, "cp"), HostIP: pn.HostIP()})
-	if err != nil {
-		pn.Close(ctx)
-		return nil, err
-	}
-	fmt.Fprintf(os.Stderr, "kubetest: control plane started in %s\n", cp.StartTime.Round(time.Millisecond))
 	self, err := os.Executable()
 	if err != nil {
-		cp.Stop()
-		pn.Close(ctx)
 		return nil, err
 	}
-	agent, err := node.Start(ctx, node.Config{
-		Rest: cp.Config, Network: pn, Dir: filepath.Join(dir, "agent"),
-		APIHost: cp.HostIP, APIPort: cp.Port, Logger: log,
+	c, err := kcluster.Start(ctx, kcluster.Config{
+		Dir:    dir,
 		Images: map[string]string{baseImage: "", helperImage: self},
 		Nodes: []node.NodeSpec{
 			{Name: "node-a", Zone: "zone-a", Region: "region-1", Labels: map[string]string{"ringside.dev/pool": "train"},
@@ -114,25 +95,10 @@ func start(ctx context.Context, dir string) (*cluster, error) {
 		},
 	})
 	if err != nil {
-		cp.Stop()
-		pn.Close(ctx)
 		return nil, err
 	}
-	c := &cluster{cp: cp, net: pn, agent: agent}
-	if c.client, err = kubernetes.NewForConfig(cp.Config); err == nil {
-		err = schedulable(ctx, c.client, 2)
-	}
-	if err != nil {
-		c.stop(ctx)
-		return nil, err
-	}
-	return c, nil
-}
-
-func (c *cluster) stop(ctx context.Context) {
-	c.agent.Stop()
-	c.cp.Stop()
-	c.net.Close(ctx)
+	fmt.Fprintf(os.Stderr, "kubetest: control plane started in %s\n", c.ControlPlane.StartTime.Round(time.Millisecond))
+	return &cluster{Cluster: c, cp: c.ControlPlane, net: c.Network, agent: c.Agent, client: c.Client}, nil
 }
 
 // helper is the helper image's entrypoint: serve PORT answers /env with
@@ -187,30 +153,4 @@ func helper(args []string) int {
 		return 0
 	}
 	return 2
-}
-
-// schedulable waits until n nodes have lost the not-ready taint that
-// nodes are born with (the node lifecycle controller lifts it once it has
-// seen them Ready), so that the first test does not pay for it.
-func schedulable(ctx context.Context, client kubernetes.Interface, n int) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	lw := cache.NewListWatchFromClient(client.CoreV1().RESTClient(), "nodes", "", fields.Everything())
-	ready := map[string]bool{}
-	_, err := watchtools.UntilWithSync(ctx, lw, &corev1.Node{}, nil, func(e watch.Event) (bool, error) {
-		if nd, ok := e.Object.(*corev1.Node); ok {
-			ready[nd.Name] = !slices.ContainsFunc(nd.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady })
-		}
-		count := 0
-		for _, r := range ready {
-			if r {
-				count++
-			}
-		}
-		return count == n, nil
-	})
-	if err != nil {
-		return fmt.Errorf("nodes schedulable: %w", err)
-	}
-	return nil
 }

@@ -412,16 +412,24 @@ func (w *podWorker) event(ctx context.Context, typ, reason, msg string) {
 	}
 }
 
-func (w *podWorker) kill(name string) error {
+func (w *podWorker) container(name string) *container {
 	for _, c := range w.containers {
 		if c.spec.Name == name {
-			if pid := c.pid(); pid > 0 {
-				return syscall.Kill(-pid, syscall.SIGKILL)
-			}
-			return fmt.Errorf("node agent: container %q of %s is not running", name, w.spec.Name)
+			return c
 		}
 	}
-	return fmt.Errorf("node agent: pod %s has no container %q", w.spec.Name, name)
+	return nil
+}
+
+func (w *podWorker) kill(name string) error {
+	c := w.container(name)
+	if c == nil {
+		return fmt.Errorf("node agent: pod %s has no container %q", w.spec.Name, name)
+	}
+	if pid := c.pid(); pid > 0 {
+		return syscall.Kill(-pid, syscall.SIGKILL)
+	}
+	return fmt.Errorf("node agent: container %q of %s is not running", name, w.spec.Name)
 }
 
 func (w *podWorker) pids() map[string]int {

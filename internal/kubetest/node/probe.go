@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os/exec"
@@ -147,8 +148,15 @@ func (w *podWorker) probeOnce(ctx context.Context, c *container, p *corev1.Probe
 }
 
 func (w *podWorker) probeExec(ctx context.Context, c *container, command []string) error {
+	return w.exec(ctx, c, command, nil)
+}
+
+// exec runs command in c's namespaces and identity, as kubectl exec and
+// exec probes do, with its output to out (nil: discarded), killed when ctx
+// ends.
+func (w *podWorker) exec(ctx context.Context, c *container, command []string, out io.Writer) error {
 	if len(command) == 0 {
-		return fmt.Errorf("exec probe without a command")
+		return fmt.Errorf("exec without a command")
 	}
 	env, list, err := w.environment(ctx, &c.spec)
 	if err != nil {
@@ -166,6 +174,7 @@ func (w *podWorker) probeExec(ctx context.Context, c *container, command []strin
 	}
 	cmd := exec.Command(line[0], line[1:]...)
 	cmd.Env, cmd.Dir = list, "/"
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return err
