@@ -123,6 +123,22 @@ func TestPodWithNativeSidecarRuns(t *testing.T) {
 	}
 }
 
+// A pod's in-cluster client config works: the projected service-account
+// token, the cluster CA and the API server's address are where client-go
+// looks for them.
+func TestPodReachesTheAPIServerAsItsServiceAccount(t *testing.T) {
+	c := testCluster(t)
+	ns := namespace(t, c)
+	p := pod(ns, "whoami", helperContainer("main", "whoami"))
+	p.Spec.RestartPolicy = corev1.RestartPolicyNever
+	createPod(t, c, p)
+	got := waitPod(t, c, ns, "whoami", time.Minute, "finished", finished)
+	out, _ := c.agent.Log(ns, "whoami", "main")
+	if want := "user system:serviceaccount:" + ns + ":default"; got.Status.Phase != corev1.PodSucceeded || !strings.Contains(out, want) {
+		t.Errorf("pod %s; output %q, want %q", describe(got), out, want)
+	}
+}
+
 func TestCapabilitiesAreOnlyWhatTheSecurityContextGrants(t *testing.T) {
 	c := testCluster(t)
 	ns := namespace(t, c)

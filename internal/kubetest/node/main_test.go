@@ -14,9 +14,12 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/ringside/ringside/internal/kubetest"
 	kcluster "github.com/ringside/ringside/internal/kubetest/cluster"
@@ -104,8 +107,8 @@ func start(ctx context.Context, dir string) (*cluster, error) {
 // helper is the helper image's entrypoint: serve PORT answers /env with
 // the environment and /file?path= with a file; get URL prints a body.
 func helper(args []string) int {
-	if len(args) < 2 {
-		fmt.Fprintln(os.Stderr, "helper: serve PORT | get URL")
+	if len(args) < 1 {
+		fmt.Fprintln(os.Stderr, "helper: serve PORT | get URL | whoami")
 		return 2
 	}
 	switch args[0] {
@@ -140,6 +143,26 @@ func helper(args []string) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+		return 0
+	case "whoami":
+		// In-cluster config: the projected token and CA, and the API
+		// server's address in KUBERNETES_SERVICE_HOST/PORT.
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		review, err := cs.AuthenticationV1().SelfSubjectReviews().Create(context.Background(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println("user", review.Status.UserInfo.Username)
 		return 0
 	case "get":
 		resp, err := http.Get(args[1])
