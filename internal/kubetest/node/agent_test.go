@@ -1,19 +1,26 @@
 package node_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 )
 
@@ -136,6 +143,46 @@ func TestPodReachesTheAPIServerAsItsServiceAccount(t *testing.T) {
 	out, _ := c.agent.Log(ns, "whoami", "main")
 	if want := "user system:serviceaccount:" + ns + ":default"; got.Status.Phase != corev1.PodSucceeded || !strings.Contains(out, want) {
 		t.Errorf("pod %s; output %q, want %q", describe(got), out, want)
+	}
+}
+
+// The endpointslice controller lists a ready pod's IP for a Service that
+// selects it: what the API server dials, with aggregator routing, for a
+// webhook named by that Service.
+func TestServiceEndpointsListTheReadyPod(t *testing.T) {
+	c := testCluster(t)
+	ns := namespace(t, c)
+	srv := helperContainer("main", "serve", "8443")
+	srv.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8443)}},
+		PeriodSeconds: 1}
+	createPod(t, c, pod(ns, "hook", srv))
+	got := waitPod(t, c, ns, "hook", time.Minute, "Ready", running)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: ns},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "hook"},
+			Ports: []corev1.ServicePort{{Port: 443, TargetPort: intstr.FromInt32(8443)}}},
+	}
+	if _, err := c.client.CoreV1().Services(ns).Create(t.Context(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	lw := cache.NewFilteredListWatchFromClient(c.client.DiscoveryV1().RESTClient(), "endpointslices", ns, func(o *metav1.ListOptions) {
+		o.LabelSelector = discoveryv1.LabelServiceName + "=hook"
+	})
+	if _, err := watchtools.UntilWithSync(ctx, lw, &discoveryv1.EndpointSlice{}, nil, func(e watch.Event) (bool, error) {
+		es, ok := e.Object.(*discoveryv1.EndpointSlice)
+		if !ok {
+			return false, nil
+		}
+		for _, ep := range es.Endpoints {
+			if slices.Contains(ep.Addresses, got.Status.PodIP) && ptr.Deref(ep.Conditions.Ready, false) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("no ready endpoint %s for the Service: %v", got.Status.PodIP, err)
 	}
 }
 
