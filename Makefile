@@ -6,7 +6,7 @@ BIN     := bin/ringside
 # Debian's python3-torch lives in the system Python, not in a pyenv one.
 PYTHON  ?= /usr/bin/python3
 
-.PHONY: all build demo test vet bench chaos clean torch iptables python-test fuzz fuzz-short generate
+.PHONY: all build demo test vet bench chaos clean torch iptables podtools python-test fuzz fuzz-short generate
 
 all: build
 
@@ -21,7 +21,7 @@ demo: build
 
 ## test: vet, the Python tests and a short run of every fuzz target, then
 ## every package with the race detector
-test: vet python-test iptables fuzz-short
+test: vet python-test iptables podtools fuzz-short
 	$(GO) test $(RACE) -count=1 -timeout $(TIMEOUT) ./...
 
 ## The fuzz targets, package:target: one for every decoder of outside input
@@ -70,6 +70,23 @@ iptables:
 	  command -v iptables >/dev/null || { \
 	    if [ "$(CI)" = true ]; then echo "CI=true and iptables is missing: apt-get install iptables" >&2; exit 1; fi; \
 	    echo "iptables is missing: the chaos tests leave gossip partitions out (apt-get install iptables)"; }; }
+
+## podtools: installs iproute2 and util-linux when missing (as root): the
+## test cluster's node agent puts each pod in a network namespace (ip) and
+## each container in its own mounts and identity (nsenter, unshare,
+## setpriv); with CI=true a missing one fails
+podtools:
+	@for t in ip:iproute2 nsenter:util-linux unshare:util-linux setpriv:util-linux mount:mount; do \
+	  cmd=$${t%%:*}; pkg=$${t#*:}; \
+	  command -v $$cmd >/dev/null || { \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	      echo "installing $$pkg"; \
+	      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$pkg; \
+	    fi; \
+	    command -v $$cmd >/dev/null || { \
+	      if [ "$(CI)" = true ]; then echo "CI=true and $$cmd is missing: apt-get install $$pkg" >&2; exit 1; fi; \
+	      echo "$$cmd is missing: the Kubernetes node agent's tests will be skipped (apt-get install $$pkg)"; }; }; \
+	done
 
 ## python-test: the Python package's tests (PyTorch ones with real processes)
 python-test: torch

@@ -1,6 +1,6 @@
-// Package pki issues throw-away X.509 certificates for etcd's mutual TLS:
-// a CA, server certificates for loopback, client certificates and
-// revocation lists. Tests generate a fresh set per run; a production etcd
+// Package pki issues throw-away X.509 certificates for etcd's mutual TLS
+// (and the test Kubernetes control plane's): a CA, server certificates,
+// client certificates (with groups) and revocation lists. Tests generate a fresh set per run; a production etcd
 // takes its certificates from the cluster's own PKI (cert-manager, Vault...).
 //
 // Keys are ECDSA P-256: small, fast to generate (a test issues a dozen in
@@ -91,12 +91,40 @@ func (ca *CA) Server(cn string, hosts []string, validity time.Duration) (Pair, e
 // Client issues a client certificate whose common name is cn: with etcd's
 // authentication on, cn is the etcd user the client acts as.
 func (ca *CA) Client(cn string, validity time.Duration) (Pair, error) {
+	return ca.ClientInGroups(cn, nil, validity)
+}
+
+// ClientInGroups issues a client certificate for cn with groups as its
+// organizations: the Kubernetes API server reads the common name as the
+// user and the organizations as the user's groups (system:masters...).
+func (ca *CA) ClientInGroups(cn string, groups []string, validity time.Duration) (Pair, error) {
 	tmpl, err := template(cn, validity)
 	if err != nil {
 		return Pair{}, err
 	}
+	tmpl.Subject.Organization = groups
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 	return ca.issue(tmpl)
+}
+
+// SigningKey returns a new P-256 private key (PKCS #8) and its public key
+// (PKIX), both PEM: a signing key with no certificate, such as the
+// Kubernetes service-account token issuer's.
+func SigningKey() (private, public []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("signing key: %w", err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("signing key: %w", err)
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("signing key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), nil
 }
 
 // CRL returns a DER revocation list (the encoding etcd's --client-crl-file
