@@ -131,8 +131,7 @@ func (c *Controller) enqueue(obj any) {
 
 // Run starts the informers, waits for their caches and syncs with
 // cfg.Workers workers until ctx ends; then it stops the workers, waits for
-// them and the informers, and returns nil. It returns an error only when
-// the caches never sync before ctx ends. Run once per Controller.
+// them and the informers, and returns nil. Run once per Controller.
 func (c *Controller) Run(ctx context.Context) error {
 	if c.events == nil {
 		b := record.NewBroadcaster(record.WithContext(ctx))
@@ -155,10 +154,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.dynInformers.Start(ctx.Done())
 	c.kubeInformers.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return errors.New("autoscale: the informers' caches did not sync")
+		return nil // ctx ended first
 	}
 	c.cachesSynced.Store(true)
 	c.log.Info("controller syncing", "namespace", c.cfg.Namespace, "workers", c.cfg.Workers, "sync_period", c.cfg.SyncPeriod)

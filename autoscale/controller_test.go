@@ -3,6 +3,8 @@ package autoscale
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -158,5 +160,28 @@ func TestOneReplicaLeadsAndTheStandbyTakesOver(t *testing.T) {
 	await(t, bctx.Done(), "b's run to be stopped")
 	if err := await(t, b.done, "b to stop"); !errors.Is(err, ErrLostLease) {
 		t.Fatalf("b stopped with %v, want ErrLostLease", err)
+	}
+}
+
+func TestHealthAndReadinessFollowTheLeaseAndTheCaches(t *testing.T) {
+	f := newFixture(t, startEtcd(t))
+	h := f.c.handler(f.reg, nil)
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, _ := get("/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz = %d, want 200", code)
+	}
+	if code, _ := get("/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz of a leader whose caches have not synced = %d, want 503", code)
+	}
+	f.c.onLeading(false)
+	if code, _ := get("/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz of a standby = %d, want 200", code)
+	}
+	if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, `ringside_autoscale_syncs_total{result="success"} 0`) {
+		t.Errorf("/metrics = %d:\n%s", code, body)
 	}
 }

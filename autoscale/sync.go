@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"runtime/debug"
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -31,6 +32,7 @@ const (
 	ReasonFailedUpdateScale = "FailedUpdateScale"
 	ReasonReadyForNewScale  = "ReadyForNewScale"
 	ReasonFailedReadJob     = "FailedReadJob"
+	ReasonFailedDecide      = "FailedDecide"
 	ReasonWithinRange       = "DesiredWithinRange"
 	// Events of a change of the target's size, as the HPA's.
 	ReasonSuccessfulRescale = "SuccessfulRescale"
@@ -111,13 +113,12 @@ func (s *scalerSync) run(ctx context.Context) error {
 	}
 	js := readJobState(snap, c.cfg.MeasureMaxAge)
 	in.Workers, in.Draining, in.HaveStatus, in.StatusAge = js.Workers, js.Draining, js.HaveStatus, js.StatusAge
-	if m := js.Measurement; m != nil && m.Time.After(newestObservation(es.Status.Throughput)) {
-		es.Status.Throughput = Observe(es.Status.Throughput, *m)
-	}
-	in.Throughput = es.Status.Throughput
 	in.Recommendations, in.Changes = c.history.get(s.key, s.now)
-
-	d := Decide(in)
+	d, err := s.decide(in, js.Measurement)
+	if err != nil {
+		s.condition(v1alpha1.ScalingActive, metav1.ConditionFalse, ReasonFailedDecide, err.Error(), corev1.EventTypeWarning)
+		return errors.Join(err, s.writeStatus(ctx))
+	}
 	c.history.addRecommendation(s.key, Recommendation{Time: s.now, Replicas: d.Recommendation})
 	desired := clamp(d.Desired, es.Spec.MinReplicas, es.Spec.MaxReplicas)
 	if desired != d.Desired {
@@ -131,6 +132,26 @@ func (s *scalerSync) run(ctx context.Context) error {
 	s.condition(v1alpha1.AbleToScale, metav1.ConditionTrue, ReasonReadyForNewScale, "the controller can get and update the target's scale", "")
 	s.decided(d, desired)
 	return s.writeStatus(ctx)
+}
+
+// decide folds m (when it is new) into the throughput history and asks
+// the policy. A panic of the policy on odd input is an error of this
+// scaler's sync, not the end of the controller that syncs all the others.
+func (s *scalerSync) decide(in Input, m *Measurement) (d Decision, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.c.log.Error("the policy panicked", "scaler", s.key, "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("the policy failed on this scaler's input: %v", r)
+		}
+	}()
+	th := s.es.Status.Throughput
+	if m != nil && m.Time.After(newestObservation(th)) {
+		th = Observe(th, *m)
+	}
+	in.Throughput = th
+	d = Decide(in)
+	s.es.Status.Throughput = th
+	return d, nil
 }
 
 // rescale sets the target's replicas to desired.

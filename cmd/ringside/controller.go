@@ -49,7 +49,12 @@ Credentials: --kubeconfig, else the pod's service account, else
 $KUBECONFIG or ~/.kube/config. The controller reads every job's keys
 under /ringside/: with etcd's authentication on, its etcd user needs read
 access to that prefix. The etcd flags are the sidecar's, with the same
-environment variables (RINGSIDE_ETCD_ENDPOINTS and so on).`,
+environment variables (RINGSIDE_ETCD_ENDPOINTS and so on).
+
+RBAC: get, list and watch elasticscalers.ringside.dev; update
+elasticscalers/status; get and update the targets' scale subresource;
+list and watch pods; create and patch events; get, create and update
+leases.coordination.k8s.io in --leader-elect-namespace.`,
 		Example: `  # against the cluster of ~/.kube/config and a local 'ringside etcd'
   kubectl apply -f autoscale/crd/ringside.dev_elasticscalers.yaml
   ringside controller --leader-elect=false --metrics-addr 127.0.0.1:8080
