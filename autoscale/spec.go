@@ -51,8 +51,8 @@ func decode(u *unstructured.Unstructured) (es *v1alpha1.ElasticScaler, statusOK 
 		}
 	}
 
-	raw, ok := obj["spec"]
-	if !ok {
+	raw := obj["spec"]
+	if raw == nil {
 		return es, statusOK, errors.New("spec is missing")
 	}
 	m, isMap := raw.(map[string]any)

@@ -28,6 +28,7 @@ func TestDecodeReportsWhatIsWrongWithASpec(t *testing.T) {
 		{name: "a field of the wrong type", spec: `{"scaleTargetRef":{"kind":"StatefulSet","name":"w"},"job":{"name":"j"},"maxReplicas":"five"}`, wantErr: "spec does not decode"},
 		{name: "a spec that is no object", spec: `"grow please"`, wantErr: "spec is a string, not an object"},
 		{name: "no spec", wantErr: "spec is missing"},
+		{name: "a null spec", spec: `null`, wantErr: "spec is missing"},
 		{name: "no target", spec: `{"job":{"name":"j"},"maxReplicas":5}`, wantErr: "scaleTargetRef needs a kind and a name"},
 		{name: "a bad apiVersion", spec: `{"scaleTargetRef":{"apiVersion":"a/b/c","kind":"StatefulSet","name":"w"},"job":{"name":"j"},"maxReplicas":5}`, wantErr: "scaleTargetRef.apiVersion"},
 		{name: "a job name with a slash", spec: `{"scaleTargetRef":{"kind":"StatefulSet","name":"w"},"job":{"name":"a/b"},"maxReplicas":5}`, wantErr: "job: job \"a/b\" contains '/'"},

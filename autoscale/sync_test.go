@@ -51,6 +51,22 @@ func TestATargetWithoutAScaleIsNotAbleToScale(t *testing.T) {
 	}
 }
 
+func TestATargetThatAppearsLaterIsAbleToScaleAgain(t *testing.T) {
+	f := newFixture(t, startEtcd(t), scaler("late"))
+	if err := f.sync("late"); err == nil {
+		t.Fatal("sync of a missing target = nil, want an error")
+	}
+	f.target("late-workers", 2)
+	if err := f.sync("late"); err != nil {
+		t.Fatal(err)
+	}
+	es := f.stored("late")
+	wantCondition(t, es, v1alpha1.AbleToScale, metav1.ConditionTrue, ReasonReadyForNewScale, "")
+	if es.Status.CurrentReplicas != 2 {
+		t.Fatalf("current replicas %d, want 2", es.Status.CurrentReplicas)
+	}
+}
+
 func TestAJobWithoutStatusHoldsTheSize(t *testing.T) {
 	etcd := startEtcd(t)
 	seedJob(t, etcd, "nogen", 0, worker{id: "w0", none: true})

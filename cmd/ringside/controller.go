@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
@@ -159,7 +158,8 @@ func kubeConfig(path string) (*rest.Config, error) {
 	cfg.UserAgent = "ringside-controller"
 	// 20 and 30: kube-controller-manager's; client-go's 5 and 10 would
 	// throttle a sync period's worth of scalers.
+	// No cfg.Timeout: it would cut the informers' watches too; every
+	// sync is bounded by its own context instead.
 	cfg.QPS, cfg.Burst = 20, 30
-	cfg.Timeout = 30 * time.Second
 	return cfg, nil
 }
