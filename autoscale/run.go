@@ -88,14 +88,16 @@ func Run(ctx context.Context, restCfg *rest.Config, etcd *clientv3.Client, cfg C
 }
 
 func (c *Controller) onLeading(leading bool) {
-	c.leading.Store(leading)
+	was := c.leading.Swap(leading)
 	if leading {
 		c.metrics.isLeader.Set(1)
 		c.log.Info("leading: syncing ElasticScalers")
 		return
 	}
 	c.metrics.isLeader.Set(0)
-	c.log.Info("stopped leading")
+	if was {
+		c.log.Info("stopped leading")
+	}
 }
 
 // handler serves the metrics of reg and the health checks: /healthz fails
