@@ -16,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/ringside/ringside/autoscale/v1alpha1"
+	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
 )
 
 func TestATargetWithoutAScaleIsNotAbleToScale(t *testing.T) {
@@ -226,5 +227,23 @@ func TestADeletedScalerIsForgotten(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(f.c.metrics.desired); n != 0 {
 		t.Errorf("%d desired-replicas series left, want 0", n)
+	}
+}
+
+func TestAnUnreachableEtcdHoldsTheSizeAndSaysSo(t *testing.T) {
+	srv := etcdtest.Start(t)
+	client := etcdtest.Client(t, srv)
+	f := newFixture(t, client, scaler("dark"))
+	f.target("dark-workers", 2)
+	f.c.cfg.EtcdTimeout = time.Second // a closed client fails only at the deadline
+	client.Close()
+	if err := f.sync("dark"); err == nil {
+		t.Fatal("sync = nil, want the read's error so the key is retried")
+	}
+	es := f.stored("dark")
+	wantCondition(t, es, v1alpha1.ScalingActive, metav1.ConditionFalse, ReasonFailedReadJob, "cannot read job team/dark's status from etcd")
+	wantCondition(t, es, v1alpha1.AbleToScale, metav1.ConditionTrue, ReasonReadyForNewScale, "")
+	if n := f.targetReplicas("dark-workers"); n != 2 {
+		t.Fatalf("target at %d, want held at 2", n)
 	}
 }
