@@ -50,7 +50,7 @@ without restarting every process.`,
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", envOr("RINGSIDE_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env RINGSIDE_LOG_LEVEL)")
 	root.PersistentFlags().StringVar(&logFormat, "log-format", envOr("RINGSIDE_LOG_FORMAT", "text"), "log format: text or json (env RINGSIDE_LOG_FORMAT)")
-	root.AddCommand(newSidecarCmd(), newExecCmd(), newDiscoverHostsCmd(), newStatusCmd(), newEtcdCmd(), newBenchCmd(), newDemoCmd(), newNetoptCmd(), newGossipKeyCmd(), newWebhookCmd())
+	root.AddCommand(newSidecarCmd(), newExecCmd(), newDiscoverHostsCmd(), newStatusCmd(), newEtcdCmd(), newBenchCmd(), newDemoCmd(), newNetoptCmd(), newGossipKeyCmd(), newControllerCmd(), newWebhookCmd())
 	return root
 }
 

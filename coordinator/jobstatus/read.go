@@ -159,6 +159,7 @@ func (c *contents) withHeartbeat(m Member, now time.Time) Member {
 		return m
 	}
 	m.Step, m.SamplesPerSec, m.StepTimeP50S = hb.Step, hb.SamplesPerSec, hb.StepTimeP50S
+	m.HeartbeatGeneration, m.GNS = hb.Generation, hb.GNS
 	if !hb.Time.IsZero() {
 		// Clamped at 0: the sidecar's clock may run a little ahead of ours.
 		age := math.Round(max(now.Sub(hb.Time).Seconds(), 0)*1000) / 1000

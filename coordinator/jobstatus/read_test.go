@@ -71,6 +71,7 @@ func reported(step int64, samplesPerSec, p50 float64) func(*Member) {
 	return func(m *Member) {
 		zero := 0.0
 		m.Step, m.SamplesPerSec, m.StepTimeP50S, m.LastHeartbeatAgeS = step, samplesPerSec, p50, &zero
+		m.HeartbeatGeneration = 1
 	}
 }
 
@@ -265,5 +266,33 @@ func TestReadRejectsABadJobName(t *testing.T) {
 		if _, err := Read(context.Background(), (*clientv3.Client)(nil), "default", job); err == nil {
 			t.Errorf("Read(job %q) succeeded, want an error", job)
 		}
+	}
+}
+
+func TestReadCarriesTheHeartbeatsGenerationAndGNS(t *testing.T) {
+	srv := etcdtest.Start(t)
+	client := etcdtest.Client(t, srv)
+	ctx := context.Background()
+	gns := 1536.5
+	keys := []kv{
+		member("w0", 1, record.StateActive), member("w1", 1, record.StateActive),
+		{"status/w0", mustJSON(record.Status{Step: 9, Generation: 3, GNS: &gns, Time: time.Now()})},
+		{"status/w1", mustJSON(record.Status{Step: 9, Generation: 2, Time: time.Now()})},
+	}
+	for _, k := range keys {
+		if _, err := client.Put(ctx, "/ringside/default/gns/"+k.key, k.value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := Read(ctx, client, "default", "gns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w0, w1 := got.Members[0], got.Members[1]
+	if w0.HeartbeatGeneration != 3 || w0.GNS == nil || *w0.GNS != gns {
+		t.Errorf("w0: heartbeat generation %d, GNS %v; want 3 and %v", w0.HeartbeatGeneration, w0.GNS, gns)
+	}
+	if w1.HeartbeatGeneration != 2 || w1.GNS != nil {
+		t.Errorf("w1: heartbeat generation %d, GNS %v; want 2 and none", w1.HeartbeatGeneration, w1.GNS)
 	}
 }

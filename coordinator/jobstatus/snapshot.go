@@ -56,6 +56,13 @@ type Member struct {
 	// LastHeartbeatAgeS is how long before Snapshot.Time the member's
 	// status was stored, in seconds; nil when it has stored none.
 	LastHeartbeatAgeS *float64 `json:"last_heartbeat_age_s,omitempty"`
+	// HeartbeatGeneration is the generation the member's trainer ran in
+	// when it sent the heartbeat (0 when unknown): a heartbeat of an
+	// older generation measured the job at another size.
+	HeartbeatGeneration int64 `json:"heartbeat_generation,omitempty"`
+	// GNS is the gradient noise scale the trainer last reported, nil
+	// when it reports none.
+	GNS *float64 `json:"gns,omitempty"`
 }
 
 // Totals sums the generation's members.
@@ -76,6 +83,7 @@ func withoutProgress(s Snapshot) Snapshot {
 	for i := range s.Members {
 		m := &s.Members[i]
 		m.Step, m.SamplesPerSec, m.StepTimeP50S, m.LastHeartbeatAgeS = 0, 0, 0, nil
+		m.HeartbeatGeneration, m.GNS = 0, nil
 	}
 	return s
 }

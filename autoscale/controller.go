@@ -1,0 +1,214 @@
+package autoscale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/scale"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
+	"github.com/ringside/ringside/autoscale/v1alpha1"
+)
+
+// Deps are what the controller talks to. Clients build them from a
+// rest.Config; tests pass fakes.
+type Deps struct {
+	// Dynamic reads and writes ElasticScalers (there is no generated
+	// clientset for them).
+	Dynamic dynamic.Interface
+	// Kube lists pods, writes Events and holds the leader lease.
+	Kube kubernetes.Interface
+	// Scales reads and updates the targets' scale subresource, resolving
+	// a target's kind with Mapper.
+	Scales scale.ScalesGetter
+	Mapper meta.RESTMapper
+	// Etcd reads the jobs' status.
+	Etcd *clientv3.Client
+
+	// Events records the controller's Events; nil: Run sends them to
+	// Kube's events API.
+	Events record.EventRecorder
+	// Clock is the controller's time; nil: the real clock.
+	Clock clock.PassiveClock
+	// Metrics registers the controller's metrics; nil: a registry of its
+	// own that nobody reads.
+	Metrics prometheus.Registerer
+	// Logger is the controller's log; nil: slog.Default.
+	Logger *slog.Logger
+}
+
+// Controller keeps every ElasticScaler's target at the size the policy
+// decides, in the shape of a Kubernetes controller: informers feed a
+// rate-limited workqueue of keys, and workers sync one key at a time.
+type Controller struct {
+	cfg     Config
+	deps    Deps
+	log     *slog.Logger
+	clock   clock.PassiveClock
+	metrics *metrics
+	events  record.EventRecorder
+
+	dynInformers  dynamicinformer.DynamicSharedInformerFactory
+	kubeInformers informers.SharedInformerFactory
+	scalers       cache.GenericLister
+	pods          corelisters.PodLister
+	synced        []cache.InformerSynced
+
+	queue   workqueue.TypedRateLimitingInterface[string]
+	history *history
+	// leading is false while a Run with leader election stands by;
+	// synced is true once the caches of a running controller are.
+	leading, cachesSynced atomic.Bool
+}
+
+// New returns a controller of cfg on d. It starts nothing: Run does.
+func New(cfg Config, d Deps) (*Controller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("autoscale: %w", err)
+	}
+	if d.Dynamic == nil || d.Kube == nil || d.Scales == nil || d.Mapper == nil || d.Etcd == nil {
+		return nil, errors.New("autoscale: the dynamic, kube, scale, mapper and etcd clients are all needed")
+	}
+	c := &Controller{cfg: cfg, deps: d, log: d.Logger, clock: d.Clock, events: d.Events, metrics: newMetrics(d.Metrics)}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	if c.clock == nil {
+		c.clock = clock.RealClock{}
+	}
+	c.history = newHistory(cfg.HistoryMaxAge, cfg.HistoryMaxLen)
+
+	c.dynInformers = dynamicinformer.NewFilteredDynamicSharedInformerFactory(d.Dynamic, cfg.SyncPeriod, cfg.Namespace, nil)
+	scalers := c.dynInformers.ForResource(v1alpha1.Resource)
+	c.scalers = scalers.Lister()
+	// Pods are only read at a sync: no handler, no resync.
+	c.kubeInformers = informers.NewSharedInformerFactoryWithOptions(d.Kube, 0, informers.WithNamespace(cfg.Namespace))
+	pods := c.kubeInformers.Core().V1().Pods()
+	c.pods = pods.Lister()
+	c.synced = []cache.InformerSynced{scalers.Informer().HasSynced, pods.Informer().HasSynced}
+
+	// The informer's resync (every SyncPeriod) arrives as an update, so
+	// every scaler is synced at least once a period.
+	if _, err := scalers.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+		DeleteFunc: c.enqueue,
+	}); err != nil {
+		return nil, fmt.Errorf("autoscale: watch elasticscalers: %w", err)
+	}
+	c.leading.Store(true)
+	return c, nil
+}
+
+func (c *Controller) enqueue(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		c.log.Warn("an ElasticScaler without a key", "err", err)
+		return
+	}
+	c.queue.Add(key)
+}
+
+// Run starts the informers, waits for their caches and syncs with
+// cfg.Workers workers until ctx ends; then it stops the workers, waits for
+// them and the informers, and returns nil. Run once per Controller.
+func (c *Controller) Run(ctx context.Context) error {
+	if c.events == nil {
+		b := record.NewBroadcaster(record.WithContext(ctx))
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.deps.Kube.CoreV1().Events("")})
+		defer b.Shutdown()
+		c.events = b.NewRecorder(eventScheme(), corev1.EventSource{Component: EventComponent})
+	}
+	// The queue is made here, not in New: its goroutines end only with
+	// ShutDown, and only the informers started below fill it.
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedMaxOfRateLimiter(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](c.cfg.RetryBaseDelay, c.cfg.RetryMaxDelay),
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+		),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "elasticscalers", MetricsProvider: c.metrics.queue},
+	)
+	defer c.kubeInformers.Shutdown()
+	defer c.dynInformers.Shutdown()
+	defer c.queue.ShutDown()
+	c.dynInformers.Start(ctx.Done())
+	c.kubeInformers.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return nil // ctx ended first
+	}
+	c.cachesSynced.Store(true)
+	c.log.Info("controller syncing", "namespace", c.cfg.Namespace, "workers", c.cfg.Workers, "sync_period", c.cfg.SyncPeriod)
+	var wg sync.WaitGroup
+	for range c.cfg.Workers {
+		wg.Go(func() {
+			for c.processNext(ctx) {
+			}
+		})
+	}
+	<-ctx.Done()
+	c.queue.ShutDown()
+	wg.Wait()
+	c.cachesSynced.Store(false)
+	return nil
+}
+
+// EventComponent is the source of the controller's Events.
+const EventComponent = "ringside-controller"
+
+func eventScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = scheme.AddToScheme(s)
+	_ = v1alpha1.AddToScheme(s)
+	return s
+}
+
+// processNext syncs the next key, false once the queue shut down.
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	start := time.Now()
+	sctx, cancel := context.WithTimeout(ctx, c.cfg.SyncTimeout)
+	err := c.sync(sctx, key)
+	cancel()
+	c.metrics.syncDuration.Observe(time.Since(start).Seconds())
+	if err == nil {
+		c.metrics.syncs.WithLabelValues(resultSuccess).Inc()
+		c.queue.Forget(key)
+		return true
+	}
+	c.metrics.syncs.WithLabelValues(resultError).Inc()
+	if ctx.Err() == nil {
+		c.log.Warn("sync failed, retrying with back-off", "scaler", key, "retries", c.queue.NumRequeues(key), "err", err)
+	}
+	c.queue.AddRateLimited(key)
+	return true
+}
+
+// Ready reports whether the controller does its work: it stands by for
+// the lease, or it leads and its caches have synced.
+func (c *Controller) Ready() bool {
+	return !c.leading.Load() || c.cachesSynced.Load()
+}

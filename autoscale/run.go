@@ -1,0 +1,152 @@
+package autoscale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/scale"
+	"k8s.io/client-go/tools/leaderelection"
+)
+
+// NewDeps returns the clients of a controller on the API server of cfg and
+// on etcd. A target's kind is resolved by discovery, cached and refreshed
+// when a kind is not found (a CRD installed after the start).
+func NewDeps(cfg *rest.Config, etcd *clientv3.Client) (Deps, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return Deps{}, fmt.Errorf("kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return Deps{}, fmt.Errorf("dynamic client: %w", err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
+	scales, err := scale.NewForConfig(cfg, mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(kube.Discovery()))
+	if err != nil {
+		return Deps{}, fmt.Errorf("scale client: %w", err)
+	}
+	return Deps{Dynamic: dyn, Kube: kube, Scales: scales, Mapper: mapper, Etcd: etcd}, nil
+}
+
+// Run runs the controller of cfg on the API server of restCfg and on etcd
+// until ctx ends: it serves /metrics, /healthz and /readyz on
+// cfg.MetricsAddr, campaigns for the leader lease (when
+// cfg.LeaderElection.Enabled) and syncs while it leads. It returns nil
+// when ctx ends and ErrLostLease when another replica took the lease.
+func Run(ctx context.Context, restCfg *rest.Config, etcd *clientv3.Client, cfg Config, logger *slog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("autoscale: %w", err)
+	}
+	deps, err := NewDeps(restCfg, etcd)
+	if err != nil {
+		return fmt.Errorf("autoscale: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	deps.Metrics, deps.Logger = reg, logger
+	c, err := New(cfg, deps)
+	if err != nil {
+		return err
+	}
+	var watchdog *leaderelection.HealthzAdaptor
+	if cfg.LeaderElection.Enabled {
+		// 20 s past the lease's expiry: a leader that could not renew for
+		// that long is stuck, and its liveness probe should say so.
+		watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	}
+	stop, err := serve(cfg.MetricsAddr, c.handler(reg, watchdog), c.log)
+	if err != nil {
+		return err
+	}
+	defer stop()
+
+	if !cfg.LeaderElection.Enabled {
+		c.metrics.isLeader.Set(1)
+		return c.Run(ctx)
+	}
+	c.leading.Store(false)
+	var runErr error
+	err = lead(ctx, deps.Kube, cfg.LeaderElection, watchdog, c.onLeading, func(lctx context.Context) {
+		runErr = c.Run(lctx)
+	})
+	return errors.Join(err, runErr)
+}
+
+func (c *Controller) onLeading(leading bool) {
+	was := c.leading.Swap(leading)
+	if leading {
+		c.metrics.isLeader.Set(1)
+		c.log.Info("leading: syncing ElasticScalers")
+		return
+	}
+	c.metrics.isLeader.Set(0)
+	if was {
+		c.log.Info("stopped leading")
+	}
+}
+
+// handler serves the metrics of reg and the health checks: /healthz fails
+// when the leader could not renew its lease for long (watchdog; nil: no
+// leader election), /readyz until the controller does its work (Ready).
+func (c *Controller) handler(reg *prometheus.Registry, watchdog *leaderelection.HealthzAdaptor) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if watchdog != nil {
+			if err := watchdog.Check(r); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !c.Ready() {
+			http.Error(w, "the informers' caches have not synced yet", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
+}
+
+// serve serves h on addr ("" serves nothing) until stop is called. The
+// address is bound before serve returns, so a taken port is an error here.
+func serve(addr string, h http.Handler, log *slog.Logger) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("autoscale: metrics address: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server stopped", "err", err)
+		}
+	})
+	log.Info("serving metrics and health", "addr", ln.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		wg.Wait()
+	}, nil
+}

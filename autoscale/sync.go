@@ -1,0 +1,324 @@
+package autoscale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"runtime/debug"
+	"time"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/ringside/ringside/autoscale/v1alpha1"
+	"github.com/ringside/ringside/coordinator/jobstatus"
+)
+
+// Reasons of the controller's own conditions and Events (the policy's
+// decision brings its own reasons for ScalingActive and ScalingLimited).
+const (
+	ReasonInvalidSpec       = "InvalidSpec"
+	ReasonFailedGetScale    = "FailedGetScale"
+	ReasonFailedUpdateScale = "FailedUpdateScale"
+	ReasonReadyForNewScale  = "ReadyForNewScale"
+	ReasonFailedReadJob     = "FailedReadJob"
+	ReasonFailedDecide      = "FailedDecide"
+	ReasonWithinRange       = "DesiredWithinRange"
+	// Events of a change of the target's size, as the HPA's.
+	ReasonSuccessfulRescale = "SuccessfulRescale"
+	ReasonFailedRescale     = "FailedRescale"
+)
+
+// sync brings the ElasticScaler of key ("namespace/name") one step
+// forward: it reads the target's scale, the job's status and the target's
+// pending pods, decides, rescales the target when the decision changes its
+// size, and writes the status when it changed. It is idempotent: with
+// nothing new it writes nothing. An error asks for a retry with back-off;
+// what a retry cannot fix (an invalid spec) is reported in a condition and
+// returns nil.
+func (c *Controller) sync(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		c.log.Warn("dropping a malformed key", "key", key, "err", err)
+		return nil
+	}
+	obj, err := c.scalers.ByNamespace(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		c.history.forget(key)
+		c.metrics.desired.DeleteLabelValues(ns, name)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get %s from the cache: %w", key, err)
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		c.log.Warn("dropping an ElasticScaler the cache holds as neither object nor unstructured", "scaler", key, "type", fmt.Sprintf("%T", obj))
+		return nil
+	}
+	es, statusOK, specErr := decode(u)
+	s := &scalerSync{c: c, key: key, u: u, es: es, orig: *es.Status.DeepCopy(), statusOK: statusOK, now: c.clock.Now()}
+	if specErr != nil {
+		msg := "the ElasticScaler's spec is invalid: " + specErr.Error()
+		s.condition(v1alpha1.AbleToScale, metav1.ConditionFalse, ReasonInvalidSpec, msg, corev1.EventTypeWarning)
+		return s.writeStatus(ctx)
+	}
+	return s.run(ctx)
+}
+
+// scalerSync is one sync of one ElasticScaler.
+type scalerSync struct {
+	c        *Controller
+	key      string
+	u        *unstructured.Unstructured // the cache's object: read only
+	es       *v1alpha1.ElasticScaler    // the controller's copy, status updated in place
+	orig     v1alpha1.ElasticScalerStatus
+	statusOK bool
+	now      time.Time
+}
+
+func (s *scalerSync) run(ctx context.Context) error {
+	es, c := s.es, s.c
+	ref := es.Spec.ScaleTargetRef
+	target, gr, err := c.getScale(ctx, es.Namespace, ref.APIVersion, ref.Kind, ref.Name)
+	if err != nil {
+		msg := fmt.Sprintf("the controller cannot get the scale of %s %s/%s: %v", ref.Kind, es.Namespace, ref.Name, err)
+		s.condition(v1alpha1.AbleToScale, metav1.ConditionFalse, ReasonFailedGetScale, msg, corev1.EventTypeWarning)
+		return errors.Join(fmt.Errorf("get the scale of %s %s/%s: %w", ref.Kind, es.Namespace, ref.Name, err), s.writeStatus(ctx))
+	}
+	current := target.Spec.Replicas
+	es.Status.CurrentReplicas = current
+	in := Input{Now: s.now, Spec: es.Spec, Current: current}
+	in.Pending, in.PendingFor, err = pendingPods(c.pods, es.Namespace, target.Status.Selector, s.now)
+	if err != nil {
+		c.log.Warn("cannot count the target's pending pods; counting none", "scaler", s.key, "err", err)
+	}
+
+	snap, err := c.readJob(ctx, es)
+	if err != nil {
+		msg := fmt.Sprintf("the controller cannot read job %s's status from etcd: %v", s.jobName(), err)
+		s.condition(v1alpha1.AbleToScale, metav1.ConditionTrue, ReasonReadyForNewScale, "the controller can get and update the target's scale", "")
+		s.condition(v1alpha1.ScalingActive, metav1.ConditionFalse, ReasonFailedReadJob, msg, corev1.EventTypeWarning)
+		return errors.Join(fmt.Errorf("read job %s: %w", s.jobName(), err), s.writeStatus(ctx))
+	}
+	js := readJobState(snap, c.cfg.MeasureMaxAge)
+	in.Workers, in.Draining, in.HaveStatus, in.StatusAge = js.Workers, js.Draining, js.HaveStatus, js.StatusAge
+	in.Recommendations, in.Changes = c.history.get(s.key, s.now)
+	d, err := s.decide(in, js.Measurement)
+	if err != nil {
+		s.condition(v1alpha1.ScalingActive, metav1.ConditionFalse, ReasonFailedDecide, err.Error(), corev1.EventTypeWarning)
+		return errors.Join(err, s.writeStatus(ctx))
+	}
+	c.history.addRecommendation(s.key, Recommendation{Time: s.now, Replicas: d.Recommendation})
+	desired := max(es.Spec.MinReplicas, min(es.Spec.MaxReplicas, d.Desired))
+	if desired != d.Desired {
+		c.log.Warn("the policy decided a size out of [min, max]; clamped", "scaler", s.key, "decided", d.Desired, "desired", desired)
+	}
+	if desired != current {
+		if err := s.rescale(ctx, target, gr, desired, d); err != nil {
+			return errors.Join(err, s.writeStatus(ctx))
+		}
+	}
+	s.condition(v1alpha1.AbleToScale, metav1.ConditionTrue, ReasonReadyForNewScale, "the controller can get and update the target's scale", "")
+	s.decided(d, desired)
+	return s.writeStatus(ctx)
+}
+
+// decide folds m (when it is new) into the throughput history and asks
+// the policy. A panic of the policy on odd input is an error of this
+// scaler's sync, not the end of the controller that syncs all the others.
+func (s *scalerSync) decide(in Input, m *Measurement) (d Decision, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.c.log.Error("the policy panicked", "scaler", s.key, "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("the policy failed on this scaler's input: %v", r)
+		}
+	}()
+	th := s.es.Status.Throughput
+	if m != nil && m.Time.After(newestObservation(th)) {
+		th = Observe(th, *m)
+	}
+	in.Throughput = th
+	d = Decide(in)
+	s.es.Status.Throughput = th
+	return d, nil
+}
+
+// rescale sets the target's replicas to desired.
+func (s *scalerSync) rescale(ctx context.Context, target *autoscalingv1.Scale, gr schema.GroupResource, desired int32, d Decision) error {
+	es, c := s.es, s.c
+	current := target.Spec.Replicas
+	why := d.Message
+	if why == "" {
+		why = d.Reason
+	}
+	next := target.DeepCopy()
+	next.Spec.Replicas = desired
+	if _, err := c.deps.Scales.Scales(es.Namespace).Update(ctx, gr, next, metav1.UpdateOptions{}); err != nil {
+		msg := fmt.Sprintf("New size: %d -> %d; reason: %s; error: %v", current, desired, why, err)
+		c.events.Event(s.u, corev1.EventTypeWarning, ReasonFailedRescale, msg)
+		s.condition(v1alpha1.AbleToScale, metav1.ConditionFalse, ReasonFailedUpdateScale, "the controller cannot update the target's scale: "+msg, "")
+		return fmt.Errorf("update the scale of %s %s/%s to %d: %w", es.Spec.ScaleTargetRef.Kind, es.Namespace, es.Spec.ScaleTargetRef.Name, desired, err)
+	}
+	c.events.Event(s.u, corev1.EventTypeNormal, ReasonSuccessfulRescale, fmt.Sprintf("New size: %d -> %d; reason: %s", current, desired, why))
+	c.log.Info("rescaled", "scaler", s.key, "from", current, "to", desired, "reason", d.Reason, "message", d.Message)
+	direction := "up"
+	if desired < current {
+		direction = "down"
+	}
+	c.metrics.scaleEvents.WithLabelValues(direction).Inc()
+	c.history.addChange(s.key, Change{Time: s.now, From: current, To: desired})
+	es.Status.LastScaleTime = &metav1.Time{Time: s.now.Truncate(time.Second)}
+	// The target's spec now asks for desired: what the next sync reads.
+	es.Status.CurrentReplicas = desired
+	return nil
+}
+
+// decided records decision d (desired after the controller's clamp) in
+// the status and the desired-replicas gauge.
+func (s *scalerSync) decided(d Decision, desired int32) {
+	es := s.es
+	es.Status.DesiredReplicas = desired
+	es.Status.Efficiency = nil
+	if e := d.Efficiency; e != nil && !math.IsNaN(*e) && !math.IsInf(*e, 0) {
+		v := *e
+		es.Status.Efficiency = &v
+	}
+	active := metav1.ConditionFalse
+	if d.Active {
+		active = metav1.ConditionTrue
+	}
+	s.condition(v1alpha1.ScalingActive, active, conditionReason(d.Reason, "Decided"), d.Message, "")
+	if d.Limited {
+		s.condition(v1alpha1.ScalingLimited, metav1.ConditionTrue, conditionReason(d.LimitReason, "Limited"), d.LimitMessage, "")
+	} else {
+		s.condition(v1alpha1.ScalingLimited, metav1.ConditionFalse, ReasonWithinRange, "the desired size is within range", "")
+	}
+	s.c.metrics.desired.WithLabelValues(es.Namespace, es.Name).Set(float64(desired))
+}
+
+// condition sets a condition of the status; when it changed and
+// eventType is not empty, it also records an Event of its reason, so a
+// lasting failure is one Event, not one per sync.
+func (s *scalerSync) condition(typ string, status metav1.ConditionStatus, reason, msg, eventType string) {
+	if msg == "" {
+		msg = reason
+	}
+	if len(msg) > maxConditionMessage {
+		msg = msg[:maxConditionMessage]
+	}
+	changed := meta.SetStatusCondition(&s.es.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: s.es.Generation, LastTransitionTime: metav1.NewTime(s.now.Truncate(time.Second)),
+	})
+	if changed && eventType != "" {
+		s.c.events.Event(s.u, eventType, reason, msg)
+	}
+}
+
+// writeStatus writes the status through the status subresource, unless
+// it is what the object holds already.
+func (s *scalerSync) writeStatus(ctx context.Context) error {
+	es := s.es
+	es.Status.ObservedGeneration = es.Generation
+	if s.statusOK && equality.Semantic.DeepEqual(s.orig, es.Status) {
+		return nil
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&es.Status)
+	if err != nil {
+		return fmt.Errorf("encode the status of %s: %w", s.key, err)
+	}
+	out := s.u.DeepCopy()
+	out.Object["status"] = content
+	if _, err := s.c.deps.Dynamic.Resource(v1alpha1.Resource).Namespace(es.Namespace).UpdateStatus(ctx, out, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("update the status of %s: %w", s.key, err)
+	}
+	return nil
+}
+
+func (s *scalerSync) jobName() string {
+	return jobNamespace(s.es) + "/" + s.es.Spec.Job.Name
+}
+
+func jobNamespace(es *v1alpha1.ElasticScaler) string {
+	if es.Spec.Job.Namespace != "" {
+		return es.Spec.Job.Namespace
+	}
+	return es.Namespace
+}
+
+// getScale reads the scale of the target named by apiVersion, kind and
+// name, trying each resource the kind maps to (as the HPA does).
+func (c *Controller) getScale(ctx context.Context, namespace, apiVersion, kind, name string) (*autoscalingv1.Scale, schema.GroupResource, error) {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return nil, schema.GroupResource{}, fmt.Errorf("apiVersion %q: %w", apiVersion, err)
+	}
+	var versions []string
+	if gv.Version != "" {
+		versions = append(versions, gv.Version)
+	}
+	mappings, err := c.deps.Mapper.RESTMappings(schema.GroupKind{Group: gv.Group, Kind: kind}, versions...)
+	if err != nil {
+		return nil, schema.GroupResource{}, fmt.Errorf("no resource of kind %s: %w", kind, err)
+	}
+	var first error
+	for _, m := range mappings {
+		gr := m.Resource.GroupResource()
+		sc, err := c.deps.Scales.Scales(namespace).Get(ctx, gr, name, metav1.GetOptions{})
+		if err == nil {
+			return sc, gr, nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	if first == nil {
+		first = fmt.Errorf("no resource of kind %s", kind)
+	}
+	return nil, schema.GroupResource{}, first
+}
+
+// readJob reads the scaler's job from etcd, bounded by EtcdTimeout.
+func (c *Controller) readJob(ctx context.Context, es *v1alpha1.ElasticScaler) (jobstatus.Snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.EtcdTimeout)
+	defer cancel()
+	return jobstatus.Read(ctx, c.deps.Etcd, jobNamespace(es), es.Spec.Job.Name)
+}
+
+// newestObservation is the time of the newest measurement in hist.
+func newestObservation(hist []v1alpha1.WorldSizeThroughput) time.Time {
+	var t time.Time
+	for _, h := range hist {
+		if h.LastObservedTime.After(t) {
+			t = h.LastObservedTime.Time
+		}
+	}
+	return t
+}
+
+// maxConditionMessage is metav1.Condition's bound on a message.
+const maxConditionMessage = 32768
+
+// reasonPattern is metav1.Condition's rule for a reason.
+var reasonPattern = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`)
+
+// conditionReason is reason when the API server takes it for a
+// condition's, else fallback: a policy's odd reason must not make the
+// status unwritable.
+func conditionReason(reason, fallback string) string {
+	if len(reason) <= 1024 && reasonPattern.MatchString(reason) {
+		return reason
+	}
+	return fallback
+}
