@@ -32,6 +32,7 @@ type ElasticScaler struct {
 
 // ElasticScalerSpec is what the user asks for.
 //
+// +kubebuilder:validation:XValidation:rule="size(self.scaleTargetRef.kind) > 0 && size(self.scaleTargetRef.name) > 0",message="scaleTargetRef needs a kind and a name"
 // +kubebuilder:validation:XValidation:rule="self.minReplicas <= self.maxReplicas",message="minReplicas must not exceed maxReplicas"
 // +kubebuilder:validation:XValidation:rule="self.minReplicas % self.unit == 0 && self.maxReplicas % self.unit == 0",message="minReplicas and maxReplicas must be multiples of unit"
 type ElasticScalerSpec struct {
@@ -48,7 +49,7 @@ type ElasticScalerSpec struct {
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=1
 	// +optional
-	MinReplicas int32 `json:"minReplicas"`
+	MinReplicas int32 `json:"minReplicas,omitempty"`
 
 	// MaxReplicas is the most workers the job may grow to.
 	// +kubebuilder:validation:Minimum=1
@@ -59,7 +60,7 @@ type ElasticScalerSpec struct {
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=1
 	// +optional
-	Unit int32 `json:"unit"`
+	Unit int32 `json:"unit,omitempty"`
 
 	// TargetEfficiency is the least marginal efficiency of one more
 	// unit of workers: the goodput it adds over the goodput per unit the
@@ -70,7 +71,7 @@ type ElasticScalerSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1
 	// +optional
-	TargetEfficiency float64 `json:"targetEfficiency"`
+	TargetEfficiency float64 `json:"targetEfficiency,omitempty"`
 
 	// PendingTimeoutSeconds is how long a worker may stay Pending (the
 	// cluster cannot place it) before the scaler holds growth and shrinks
@@ -78,7 +79,7 @@ type ElasticScalerSpec struct {
 	// +kubebuilder:default=120
 	// +kubebuilder:validation:Minimum=1
 	// +optional
-	PendingTimeoutSeconds int32 `json:"pendingTimeoutSeconds"`
+	PendingTimeoutSeconds int32 `json:"pendingTimeoutSeconds,omitempty"`
 
 	// Behavior configures scaling up and down as in a
 	// HorizontalPodAutoscaler: stabilization windows, policies and
