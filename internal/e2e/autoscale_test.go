@@ -13,6 +13,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -200,19 +201,8 @@ func TestTheScalerGrowsAJobWhileEfficiencyHoldsAndShrinksIt(t *testing.T) {
 	if _, err := env.Client.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := autoscale.DefaultConfig()
-	cfg.Namespace, cfg.SyncPeriod, cfg.MetricsAddr = ns, time.Second, ""
-	cfg.LeaderElection.Enabled = false
-	done := make(chan error, 1)
-	go func() {
-		done <- autoscale.Run(ctx, env.ControlPlane.Config, env.EtcdClient, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("controller: %v", err)
-		}
-	}()
+	stop := runController(ctx, t, ns)
+	defer stop()
 	w := &jobWatch{t: t, ns: ns, job: job}
 	waitSize(ctx, t, w, 1, 3*time.Minute)
 
@@ -351,4 +341,113 @@ func TestAStandbyControllerTakesOverFromAKilledLeader(t *testing.T) {
 	}
 	waitSize(ctx, t, w, 3, 3*time.Minute)
 	t.Logf("leader %s replaced by %s", leader, next)
+}
+
+// Workers the cluster cannot place hold growth: once one has been
+// Pending past the scaler's timeout, the target shrinks back to what
+// runs.
+func TestPendingWorkersShrinkTheTargetBack(t *testing.T) {
+	requireEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const ns, job = "pending", "bert"
+	if err := env.Namespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	sts, err := env.Workers(ns, job, 1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each worker takes 5 of a node's 8 CPUs: the two nodes place two.
+	trainer := &sts.Spec.Template.Spec.Containers[0]
+	trainer.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("5")}
+	if _, err := env.Client.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stop := runController(ctx, t, ns)
+	defer stop()
+	w := &jobWatch{t: t, ns: ns, job: job}
+	waitSize(ctx, t, w, 1, 3*time.Minute)
+	es := elasticScaler(ns, job, 1, 4, 0.05) // every worker pays: it grows until it cannot
+	es.Spec.PendingTimeoutSeconds = 3
+	es.Spec.Behavior.ScaleDown.StabilizationWindowSeconds = ptr.To[int32](60)
+	if err := createScaler(ctx, es); err != nil {
+		t.Fatal(err)
+	}
+	shrunk := func() bool {
+		for _, e := range rescaleEvents(ctx, t, ns, job) {
+			if strings.Contains(e, "3 -> 2") && strings.Contains(e, "pending") {
+				return true
+			}
+		}
+		return false
+	}
+	if err := poll(ctx, 3*time.Minute, func() (bool, error) { return shrunk(), nil }); err != nil {
+		t.Fatalf("the target was not shrunk back to the 2 placed workers: %v (events %q)", err, rescaleEvents(ctx, t, ns, job))
+	}
+	waitSize(ctx, t, w, 2, time.Minute)
+	// Growth is held: the scale-down window (60 s) passes before it tries
+	// again.
+	got, err := getScaler(ctx, ns, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCondition(t, got, v1alpha1.ScalingLimited, metav1.ConditionTrue, "")
+	if got.Status.DesiredReplicas != 2 {
+		t.Errorf("desired %d, want 2", got.Status.DesiredReplicas)
+	}
+}
+
+// A target without a scale subresource is reported in a condition.
+func TestATargetWithoutAScaleSubresourceIsReported(t *testing.T) {
+	requireEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const ns = "noscale"
+	if err := env.Namespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stop := runController(ctx, t, ns)
+	defer stop()
+	es := elasticScaler(ns, "settings", 1, 2, 0.7)
+	es.Spec.ScaleTargetRef = autoscalingv2.CrossVersionObjectReference{APIVersion: "v1", Kind: "ConfigMap", Name: "settings"}
+	if err := createScaler(ctx, es); err != nil {
+		t.Fatal(err)
+	}
+	var got *v1alpha1.ElasticScaler
+	err := poll(ctx, time.Minute, func() (bool, error) {
+		var err error
+		got, err = getScaler(ctx, ns, "settings")
+		return err == nil && meta.FindStatusCondition(got.Status.Conditions, v1alpha1.AbleToScale) != nil, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.AbleToScale)
+	if c.Status != metav1.ConditionFalse || c.Reason != autoscale.ReasonFailedGetScale || !strings.Contains(c.Message, "ConfigMap") {
+		t.Errorf("AbleToScale = %+v, want False, %s, naming the ConfigMap", c, autoscale.ReasonFailedGetScale)
+	}
+}
+
+// runController runs the controller for namespace ns until the returned
+// stop is called.
+func runController(ctx context.Context, t *testing.T, ns string) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	cfg := autoscale.DefaultConfig()
+	cfg.Namespace, cfg.SyncPeriod, cfg.MetricsAddr = ns, time.Second, ""
+	cfg.LeaderElection.Enabled = false
+	done := make(chan error, 1)
+	go func() {
+		done <- autoscale.Run(ctx, env.ControlPlane.Config, env.EtcdClient, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	}()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	}
 }
