@@ -118,4 +118,4 @@ helm:
 ## binary on distroless, non-root)
 VERSION ?= 0.1.0
 image:
-	docker build -t ringside:$(VERSION) --build-arg VERSION=$(VERSION) .
+	docker build -t ringside:$(VERSION) .
