@@ -195,6 +195,9 @@ func checkContainers(t *testing.T, objs []Object) {
 	for name, p := range pods {
 		psc := p.Spec.SecurityContext
 		podNonRoot := psc != nil && psc.RunAsNonRoot != nil && *psc.RunAsNonRoot
+		if psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			t.Errorf("%s has no RuntimeDefault seccomp profile (the restricted Pod Security Standard)", name)
+		}
 		for _, c := range append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...) {
 			id := name + " container " + c.Name
 			if len(c.Resources.Requests) == 0 {
@@ -491,5 +494,42 @@ func TestTheDashboardQueriesExportedMetrics(t *testing.T) {
 			continue
 		}
 		t.Errorf("the dashboard queries %s, which no component exports", n)
+	}
+}
+
+// TestEveryValueIsDocumented: every key of values.yaml has a comment above
+// it, shared with the keys right under it (no blank line between) or its
+// parent's.
+func TestEveryValueIsDocumented(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(RepoRoot(t), "charts", "ringside", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	key := regexp.MustCompile(`^(\s*)(- )?([A-Za-z][A-Za-z0-9_.]*):`)
+	indent := func(l string) int { return len(l) - len(strings.TrimLeft(l, " ")) }
+	for i, l := range lines {
+		m := key.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		documented := false
+		for j := i - 1; j >= 0; j-- {
+			p := lines[j]
+			if strings.TrimSpace(p) == "" {
+				break
+			}
+			if strings.HasPrefix(strings.TrimSpace(p), "#") {
+				documented = true
+				break
+			}
+			if key.MatchString(p) && indent(p) < indent(l) {
+				documented = true // a parent's comment covers its children
+				break
+			}
+		}
+		if !documented {
+			t.Errorf("values.yaml:%d: %s has no comment", i+1, strings.TrimSpace(l))
+		}
 	}
 }
