@@ -6,7 +6,7 @@ BIN     := bin/ringside
 # Debian's python3-torch lives in the system Python, not in a pyenv one.
 PYTHON  ?= /usr/bin/python3
 
-.PHONY: all build demo test vet bench chaos clean torch iptables podtools python-test fuzz fuzz-short generate
+.PHONY: all build demo test vet bench chaos clean torch iptables podtools python-test fuzz fuzz-short generate helm image
 
 all: build
 
@@ -124,3 +124,16 @@ clean:
 generate:
 	$(GO) run -C internal/tools sigs.k8s.io/controller-tools/cmd/controller-gen object paths=$(CURDIR)/autoscale/v1alpha1/...
 	$(GO) run -C internal/tools sigs.k8s.io/controller-tools/cmd/controller-gen crd:allowDangerousTypes=true paths=$(CURDIR)/autoscale/v1alpha1/... output:crd:dir=$(CURDIR)/autoscale/crd
+	cp autoscale/crd/*.yaml charts/ringside/crds/
+
+## helm: the helm the chart is tested with (helm.sh/helm/v3 v3.22.0, pinned in
+## internal/tools/helm), into bin/helm; the chart tests build their own copy
+## once into the user's cache directory
+helm:
+	CGO_ENABLED=0 $(GO) build -C internal/tools/helm -trimpath -o $(CURDIR)/bin/helm helm.sh/helm/v3/cmd/helm
+
+## image: the container image ringside:$(VERSION) (Dockerfile: a static
+## binary on distroless, non-root)
+VERSION ?= 0.1.0
+image:
+	docker build -t ringside:$(VERSION) .

@@ -1,6 +1,7 @@
 // Package etcdlocal runs a real etcd server embedded in the process, from
 // go.etcd.io/etcd/server/v3/embed. `ringside etcd` runs it for local use and
-// demos; tests start one on free loopback ports through etcdtest.
+// demos, alone or as one member of a cluster (the Helm chart's StatefulSet
+// of three); tests start one on free loopback ports through etcdtest.
 package etcdlocal
 
 import (
@@ -14,21 +15,51 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
+	"go.etcd.io/etcd/client/pkg/v3/types"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
 // Config says where the embedded server keeps its data and listens.
 type Config struct {
-	// Name of this member in the (single-member) cluster.
+	// Name of this member in its cluster.
 	Name string
 	// Dir holds the data; reuse it to restart with the same contents.
 	Dir string
-	// ClientURL and PeerURL are listen (and advertise) URLs, for example
-	// http://127.0.0.1:2379. https needs TLS.
+	// ClientURL and PeerURL are listen URLs, for example
+	// http://127.0.0.1:2379; they are advertised too unless
+	// AdvertiseClientURL or AdvertisePeerURL is set. https needs TLS
+	// (PeerTLS for the peer URL).
 	ClientURL, PeerURL string
+	// AdvertiseClientURL and AdvertisePeerURL are the URLs the other
+	// members and the clients reach this one at, when they differ from
+	// the listen URLs (a listen URL on 0.0.0.0 in a pod, advertised under
+	// the pod's DNS name).
+	AdvertiseClientURL, AdvertisePeerURL string
+	// InitialCluster lists the members of a cluster of more than one at
+	// its bootstrap, as name=peerURL,name=peerURL (etcd's
+	// --initial-cluster); it must name this member. Empty: this member
+	// alone.
+	InitialCluster string
+	// ClusterState is "new" when the cluster is bootstrapped with this
+	// member, "existing" when it joins one that runs (after a
+	// `member add`). Empty: new. Ignored once Dir holds data.
+	ClusterState string
+	// ClusterToken keeps the members of two clusters bootstrapped from
+	// the same InitialCluster from joining each other. Empty: etcd's
+	// default.
+	ClusterToken string
 	// TLS, when CertFile and KeyFile are set, serves clients over TLS. With
 	// TrustedCAFile and ClientCertAuth, clients must present certificates.
 	TLS transport.TLSInfo
+	// PeerTLS secures the traffic between members the same way: with
+	// ClientCertAuth, a peer must present a certificate TrustedCAFile
+	// signed (its certificate serves and authenticates, so it needs both
+	// extended key usages).
+	PeerTLS transport.TLSInfo
+	// MetricsURL serves /metrics, /health, /livez and /readyz in plain
+	// HTTP (https uses TLS), for Prometheus and the kubelet's probes,
+	// which then need no client certificate. Empty: none.
+	MetricsURL string
 	// LogLevel is etcd's own log level: debug, info, warn or error.
 	LogLevel string
 	// MaxRequestBytes bounds one request. Generations of very large jobs are
@@ -92,7 +123,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			scheme = "https://"
 		}
 		cfg.ClientURL = scheme + e.Clients[0].Addr().String()
-		cfg.PeerURL = "http://" + e.Peers[0].Listener.Addr().String()
+		scheme = "http://"
+		if cfg.PeerTLS.CertFile != "" {
+			scheme = "https://"
+		}
+		cfg.PeerURL = scheme + e.Peers[0].Listener.Addr().String()
 		return &Server{cfg: cfg, etcd: e}, nil
 	case err := <-e.Err():
 		e.Close()
@@ -107,6 +142,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 }
 
 func (cfg Config) embed() (*embed.Config, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("etcd data dir is empty")
+	}
+	if cfg.Name == "" {
+		return nil, errors.New("etcd member name is empty")
+	}
 	curl, err := parseURL("client", cfg.ClientURL)
 	if err != nil {
 		return nil, err
@@ -115,21 +156,62 @@ func (cfg Config) embed() (*embed.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if curl.Scheme == "https" && (cfg.TLS.CertFile == "" || cfg.TLS.KeyFile == "") {
-		return nil, errors.New("client URL is https but no TLS cert and key file are given")
+	acurl, apurl := curl, purl
+	if cfg.AdvertiseClientURL != "" {
+		if acurl, err = parseURL("advertised client", cfg.AdvertiseClientURL); err != nil {
+			return nil, err
+		}
 	}
-	if cfg.Dir == "" {
-		return nil, errors.New("etcd data dir is empty")
+	if cfg.AdvertisePeerURL != "" {
+		if apurl, err = parseURL("advertised peer", cfg.AdvertisePeerURL); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkTLS("client", curl, cfg.TLS); err != nil {
+		return nil, err
+	}
+	if err := checkTLS("peer", purl, cfg.PeerTLS); err != nil {
+		return nil, err
+	}
+	if acurl.Scheme != curl.Scheme || apurl.Scheme != purl.Scheme {
+		return nil, errors.New("an advertised URL's scheme differs from its listen URL's: use https for both or http for both")
 	}
 	e := embed.NewConfig()
 	e.Name = cfg.Name
 	e.Dir = cfg.Dir
 	e.ListenClientUrls = []url.URL{*curl}
-	e.AdvertiseClientUrls = []url.URL{*curl}
+	e.AdvertiseClientUrls = []url.URL{*acurl}
 	e.ListenPeerUrls = []url.URL{*purl}
-	e.AdvertisePeerUrls = []url.URL{*purl}
+	e.AdvertisePeerUrls = []url.URL{*apurl}
 	e.InitialCluster = e.InitialClusterFromName(cfg.Name)
+	if cfg.InitialCluster != "" {
+		if err := checkInitialCluster(cfg.InitialCluster, cfg.Name, apurl); err != nil {
+			return nil, err
+		}
+		e.InitialCluster = cfg.InitialCluster
+	}
+	switch cfg.ClusterState {
+	case "":
+	case embed.ClusterStateFlagNew, embed.ClusterStateFlagExisting:
+		e.ClusterState = cfg.ClusterState
+	default:
+		return nil, fmt.Errorf("initial cluster state %q: want new or existing", cfg.ClusterState)
+	}
+	if cfg.ClusterToken != "" {
+		e.InitialClusterToken = cfg.ClusterToken
+	}
+	if cfg.MetricsURL != "" {
+		murl, err := parseURL("metrics", cfg.MetricsURL)
+		if err != nil {
+			return nil, err
+		}
+		if murl.Scheme == "https" && cfg.TLS.CertFile == "" {
+			return nil, errors.New("metrics URL is https but clients have no TLS cert and key file (it serves with theirs)")
+		}
+		e.ListenMetricsUrls = []url.URL{*murl}
+	}
 	e.ClientTLSInfo = cfg.TLS
+	e.PeerTLSInfo = cfg.PeerTLS
 	e.LogLevel = cfg.LogLevel
 	if e.LogLevel == "" {
 		e.LogLevel = "warn"
@@ -143,6 +225,44 @@ func (cfg Config) embed() (*embed.Config, error) {
 		e.BcryptCost = cfg.BcryptCost
 	}
 	return e, nil
+}
+
+// checkTLS reports a URL whose scheme and TLS settings disagree, which
+// etcd itself reports late or not at all (an https URL without a
+// certificate, or certificates for an http URL that would go unused).
+func checkTLS(what string, u *url.URL, info transport.TLSInfo) error {
+	hasPair := info.CertFile != "" && info.KeyFile != ""
+	switch {
+	case (info.CertFile == "") != (info.KeyFile == ""):
+		return fmt.Errorf("%s TLS needs both a cert file and a key file", what)
+	case u.Scheme == "https" && !hasPair:
+		return fmt.Errorf("%s URL is https but no TLS cert and key file are given", what)
+	case u.Scheme == "http" && hasPair:
+		return fmt.Errorf("%s TLS cert and key are given but the %s URL %s is http: use https", what, what, u)
+	case info.ClientCertAuth && info.TrustedCAFile == "":
+		return fmt.Errorf("%s certificate auth needs a trusted CA file", what)
+	}
+	return nil
+}
+
+// checkInitialCluster reports an initial cluster that does not parse or
+// does not list this member under its advertised peer URL: etcd would
+// refuse it too, later and less plainly.
+func checkInitialCluster(s, name string, peer *url.URL) error {
+	m, err := types.NewURLsMap(s)
+	if err != nil {
+		return fmt.Errorf("initial cluster %q: want name=peerURL,name=peerURL: %w", s, err)
+	}
+	urls, ok := m[name]
+	if !ok {
+		return fmt.Errorf("initial cluster %q does not name this member %q", s, name)
+	}
+	for _, u := range urls {
+		if u.String() == peer.String() {
+			return nil
+		}
+	}
+	return fmt.Errorf("initial cluster lists member %q at %s, not at its advertised peer URL %s", name, urls, peer)
 }
 
 func parseURL(what, s string) (*url.URL, error) {
@@ -159,8 +279,14 @@ func parseURL(what, s string) (*url.URL, error) {
 	return u, nil
 }
 
-// Endpoints returns the client URLs to give clientv3.
-func (s *Server) Endpoints() []string { return []string{s.cfg.ClientURL} }
+// Endpoints returns the client URLs to give clientv3: the advertised one
+// when set, else the one bound.
+func (s *Server) Endpoints() []string {
+	if s.cfg.AdvertiseClientURL != "" {
+		return []string{s.cfg.AdvertiseClientURL}
+	}
+	return []string{s.cfg.ClientURL}
+}
 
 // Config returns the config the server was started with.
 func (s *Server) Config() Config { return s.cfg }

@@ -78,6 +78,27 @@ func (ca *CA) Server(cn string, hosts []string, validity time.Duration) (Pair, e
 		return Pair{}, err
 	}
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	addHosts(tmpl, hosts)
+	return ca.issue(tmpl)
+}
+
+// Peer issues a certificate for a member of a cluster (etcd's peers),
+// which serves the other members and authenticates to them with the same
+// certificate: server and client auth, for hosts.
+func (ca *CA) Peer(cn string, hosts []string, validity time.Duration) (Pair, error) {
+	if len(hosts) == 0 {
+		return Pair{}, errors.New("peer certificate: no hosts")
+	}
+	tmpl, err := template(cn, validity)
+	if err != nil {
+		return Pair{}, err
+	}
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	addHosts(tmpl, hosts)
+	return ca.issue(tmpl)
+}
+
+func addHosts(tmpl *x509.Certificate, hosts []string) {
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
@@ -85,7 +106,6 @@ func (ca *CA) Server(cn string, hosts []string, validity time.Duration) (Pair, e
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
-	return ca.issue(tmpl)
 }
 
 // Client issues a client certificate whose common name is cn: with etcd's

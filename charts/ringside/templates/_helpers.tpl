@@ -1,0 +1,94 @@
+{{/* The name of the chart, and the prefix of every object's name. */}}
+{{- define "ringside.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "ringside.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels of every object; "ringside.labels" takes (dict "root" $ "component" "x"). */}}
+{{- define "ringside.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+{{ include "ringside.selectorLabels" . }}
+{{- with .root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "ringside.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "ringside.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "ringside.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "ringside.sidecarImage" -}}
+{{- $s := .Values.webhook.sidecar.image -}}
+{{- printf "%s:%s" (default .Values.image.repository $s.repository) (default (default .Chart.AppVersion .Values.image.tag) $s.tag) -}}
+{{- end -}}
+
+{{/* etcd: the client URLs, and the Secret with ca.crt, tls.crt and tls.key for a client. */}}
+{{- define "ringside.etcd.headless" -}}{{ include "ringside.fullname" . }}-etcd-headless{{- end -}}
+{{- define "ringside.etcd.endpoints" -}}
+{{- if eq .Values.etcd.mode "external" -}}
+{{- join "," .Values.etcd.external.endpoints -}}
+{{- else -}}
+{{- $fn := include "ringside.fullname" . -}}
+{{- $eps := list -}}
+{{- range $i := until (int .Values.etcd.statefulset.replicas) -}}
+{{- $eps = append $eps (printf "https://%s-etcd-%d.%s.%s.svc.%s:2379" $fn $i (include "ringside.etcd.headless" $) $.Release.Namespace $.Values.clusterDomain) -}}
+{{- end -}}
+{{- join "," $eps -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "ringside.etcd.clientSecret" -}}
+{{- if eq .Values.etcd.mode "external" -}}
+{{- .Values.etcd.external.tlsSecret -}}
+{{- else -}}
+{{- include "ringside.fullname" . }}-etcd-client
+{{- end -}}
+{{- end -}}
+
+{{- define "ringside.gossipSecret" -}}
+{{- if .Values.gossip.generate -}}
+{{- include "ringside.fullname" . }}-gossip
+{{- else -}}
+{{- .Values.gossip.existingSecret -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The pod-level and container-level security contexts. */}}
+{{- define "ringside.podSecurityContext" -}}
+{{- toYaml .Values.podSecurityContext -}}
+{{- end -}}
+{{- define "ringside.securityContext" -}}
+{{- toYaml .Values.securityContext -}}
+{{- end -}}
+
+{{/* A NetworkPolicy ingress rule opening the metrics port to the monitoring namespace. */}}
+{{- define "ringside.metricsFrom" -}}
+{{- if .Values.networkPolicy.metricsNamespaceSelector }}
+- from:
+    - namespaceSelector:
+        matchLabels:
+          {{- toYaml .Values.networkPolicy.metricsNamespaceSelector | nindent 10 }}
+  ports:
+    - port: metrics
+{{- end }}
+{{- end }}
