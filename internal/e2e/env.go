@@ -110,15 +110,15 @@ func (e *Env) Stop(ctx context.Context) {
 func (e *Env) sidecarRBAC(ctx context.Context) error {
 	rbac := e.Client.RbacV1()
 	_, err := rbac.ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "ringside-sidecar"},
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-sidecar-nodes"},
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("sidecar RBAC: %w", err)
 	}
 	_, err = rbac.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "ringside-sidecar"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "ringside-sidecar"},
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-sidecar-nodes"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "e2e-sidecar-nodes"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:serviceaccounts"}},
 	}, metav1.CreateOptions{})
 	if err != nil {
