@@ -120,7 +120,9 @@ func TestTheChartsWebhookInjectsWorkers(t *testing.T) {
 	t.Logf("helm install --wait took %s", time.Since(start).Round(time.Millisecond))
 
 	pods := env.Client.CoreV1().Pods
-	create := func(ns string, p *corev1.Pod) (*corev1.Pod, error) { return pods(ns).Create(ctx, p, metav1.CreateOptions{}) }
+	create := func(ns string, p *corev1.Pod) (*corev1.Pod, error) {
+		return pods(ns).Create(ctx, p, metav1.CreateOptions{})
+	}
 
 	t.Run("an opted-in pod is injected, once", func(t *testing.T) {
 		got, err := create(ns, probePod("opted-in", "j"))
