@@ -40,16 +40,28 @@ var (
 // test packages running at once build it once.
 func Helm(tb testing.TB) string {
 	tb.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
+	if _, err := exec.LookPath("go"); err != nil {
 		missing(tb, "no go command to build helm with")
 	}
-	root := RepoRoot(tb)
-	buildOnce.Do(func() { helmPath, buildErr = build(goBin, root) })
-	if buildErr != nil {
-		tb.Fatal(buildErr)
+	path, err := BuildHelm(RepoRoot(tb))
+	if err != nil {
+		tb.Fatal(err)
 	}
-	return helmPath
+	return path
+}
+
+// BuildHelm is Helm for programs: the path of helm, built on first use
+// from the repository at root.
+func BuildHelm(root string) (string, error) {
+	buildOnce.Do(func() {
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			buildErr = fmt.Errorf("no go command to build helm with: %w", err)
+			return
+		}
+		helmPath, buildErr = build(goBin, root)
+	})
+	return helmPath, buildErr
 }
 
 func missing(tb testing.TB, why string) {

@@ -48,24 +48,6 @@ func elasticScaler(ns, job string, min, max int32, efficiency float64) *v1alpha1
 	}
 }
 
-func createScaler(ctx context.Context, es *v1alpha1.ElasticScaler) error {
-	u, err := toUnstructured(es)
-	if err != nil {
-		return err
-	}
-	_, err = dyn.Resource(v1alpha1.Resource).Namespace(es.Namespace).Create(ctx, u, metav1.CreateOptions{})
-	return err
-}
-
-func getScaler(ctx context.Context, ns, name string) (*v1alpha1.ElasticScaler, error) {
-	u, err := dyn.Resource(v1alpha1.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	var es v1alpha1.ElasticScaler
-	return &es, runtimeFromUnstructured(u.Object, &es)
-}
-
 func TestTheCRDRejectsInvalidElasticScalers(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
@@ -87,7 +69,7 @@ func TestTheCRDRejectsInvalidElasticScalers(t *testing.T) {
 	} {
 		es := elasticScaler(ns, "bad", 1, 4, 0.7)
 		tc.mutate(es)
-		err := createScaler(ctx, es)
+		err := env.CreateScaler(ctx, es)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: created: %v; want refused naming %q", tc.name, err, tc.want)
 		}
@@ -95,18 +77,11 @@ func TestTheCRDRejectsInvalidElasticScalers(t *testing.T) {
 	// The schema's defaults fill what a user leaves out.
 	es := elasticScaler(ns, "defaults", 0, 4, 0)
 	es.Spec.Unit, es.Spec.Behavior = 0, nil
-	u, err := toUnstructured(es)
-	if err != nil {
+	es.Spec.PendingTimeoutSeconds = 0 // left out: the fields are omitempty
+	if err := env.CreateScaler(ctx, es); err != nil {
 		t.Fatal(err)
 	}
-	spec := u.Object["spec"].(map[string]any)
-	for _, k := range []string{"minReplicas", "unit", "targetEfficiency", "pendingTimeoutSeconds"} {
-		delete(spec, k)
-	}
-	if _, err := dyn.Resource(v1alpha1.Resource).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	got, err := getScaler(ctx, ns, "defaults")
+	got, err := env.Scaler(ctx, ns, "defaults")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +119,7 @@ func (w *jobWatch) read(ctx context.Context) jobstatus.Snapshot {
 // with that many members, all of them past step.
 func waitSize(ctx context.Context, t *testing.T, w *jobWatch, replicas int32, timeout time.Duration) {
 	t.Helper()
-	err := poll(ctx, timeout, func() (bool, error) {
+	err := Poll(ctx, timeout, func() (bool, error) {
 		sts, err := env.Client.AppsV1().StatefulSets(w.ns).Get(ctx, w.job, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -206,13 +181,13 @@ func TestTheScalerGrowsAJobWhileEfficiencyHoldsAndShrinksIt(t *testing.T) {
 	w := &jobWatch{t: t, ns: ns, job: job}
 	waitSize(ctx, t, w, 1, 3*time.Minute)
 
-	if err := createScaler(ctx, elasticScaler(ns, job, 1, 3, 0.6)); err != nil {
+	if err := env.CreateScaler(ctx, elasticScaler(ns, job, 1, 3, 0.6)); err != nil {
 		t.Fatal(err)
 	}
 	waitSize(ctx, t, w, 3, 3*time.Minute)
 	var es *v1alpha1.ElasticScaler
-	err = poll(ctx, time.Minute, func() (bool, error) {
-		es, err = getScaler(ctx, ns, job)
+	err = Poll(ctx, time.Minute, func() (bool, error) {
+		es, err = env.Scaler(ctx, ns, job)
 		c := meta.FindStatusCondition(es.Status.Conditions, v1alpha1.ScalingLimited)
 		return err == nil && es.Status.CurrentReplicas == 3 && c != nil && c.Status == metav1.ConditionTrue, err
 	})
@@ -238,7 +213,7 @@ func TestTheScalerGrowsAJobWhileEfficiencyHoldsAndShrinksIt(t *testing.T) {
 
 	// A target above what the 2nd and 3rd workers add: back to one.
 	patch := []byte(`{"spec":{"targetEfficiency":0.9}}`)
-	if _, err := dyn.Resource(v1alpha1.Resource).Namespace(ns).Patch(ctx, job, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := env.Dynamic.Resource(v1alpha1.Resource).Namespace(ns).Patch(ctx, job, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	before := w.lastStep
@@ -247,12 +222,12 @@ func TestTheScalerGrowsAJobWhileEfficiencyHoldsAndShrinksIt(t *testing.T) {
 		t.Errorf("rescale events %q: want 3 -> 2 and 2 -> 1", ev)
 	}
 	// The job trains on after the shrink.
-	if err := poll(ctx, time.Minute, func() (bool, error) { w.read(ctx); return w.lastStep > before+10, nil }); err != nil {
+	if err := Poll(ctx, time.Minute, func() (bool, error) { w.read(ctx); return w.lastStep > before+10, nil }); err != nil {
 		t.Errorf("the job did not train on after shrinking (step %d, was %d): %v", w.lastStep, before, err)
 	}
 	// The removed workers drain and go within their grace period.
 	var pods *corev1.PodList
-	err = poll(ctx, time.Minute, func() (bool, error) {
+	err = Poll(ctx, time.Minute, func() (bool, error) {
 		pods, err = env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		return err == nil && len(pods.Items) == 1 && pods.Items[0].Status.Phase == corev1.PodRunning, err
 	})
@@ -306,12 +281,12 @@ func TestAStandbyControllerTakesOverFromAKilledLeader(t *testing.T) {
 	}
 	first, _ := start("first")
 	var leader string
-	if err := poll(ctx, time.Minute, func() (bool, error) { leader = holder(); return leader != "", nil }); err != nil {
+	if err := Poll(ctx, time.Minute, func() (bool, error) { leader = holder(); return leader != "", nil }); err != nil {
 		t.Fatalf("no leader: %v", err)
 	}
 	start("second")
 	// The first holds the lease: the second stays a standby while it renews.
-	if err := createScaler(ctx, elasticScaler(ns, job, 2, 2, 0.7)); err != nil {
+	if err := env.CreateScaler(ctx, elasticScaler(ns, job, 2, 2, 0.7)); err != nil {
 		t.Fatal(err)
 	}
 	w := &jobWatch{t: t, ns: ns, job: job}
@@ -324,7 +299,7 @@ func TestAStandbyControllerTakesOverFromAKilledLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	var next string
-	if err := poll(ctx, time.Minute, func() (bool, error) { next = holder(); return next != "" && next != leader, nil }); err != nil {
+	if err := Poll(ctx, time.Minute, func() (bool, error) { next = holder(); return next != "" && next != leader, nil }); err != nil {
 		t.Fatalf("the standby did not take the lease from the killed leader %s: %v", leader, err)
 	}
 	l, err := env.Client.CoordinationV1().Leases(ns).Get(ctx, "ringside-controller", metav1.GetOptions{})
@@ -336,7 +311,7 @@ func TestAStandbyControllerTakesOverFromAKilledLeader(t *testing.T) {
 	}
 	// The new leader syncs: a higher minimum grows the job.
 	patch := []byte(`{"spec":{"minReplicas":3,"maxReplicas":3}}`)
-	if _, err := dyn.Resource(v1alpha1.Resource).Namespace(ns).Patch(ctx, job, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := env.Dynamic.Resource(v1alpha1.Resource).Namespace(ns).Patch(ctx, job, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitSize(ctx, t, w, 3, 3*time.Minute)
@@ -371,7 +346,7 @@ func TestPendingWorkersShrinkTheTargetBack(t *testing.T) {
 	es := elasticScaler(ns, job, 1, 4, 0.05) // every worker pays: it grows until it cannot
 	es.Spec.PendingTimeoutSeconds = 3
 	es.Spec.Behavior.ScaleDown.StabilizationWindowSeconds = ptr.To[int32](60)
-	if err := createScaler(ctx, es); err != nil {
+	if err := env.CreateScaler(ctx, es); err != nil {
 		t.Fatal(err)
 	}
 	shrunk := func() bool {
@@ -382,13 +357,13 @@ func TestPendingWorkersShrinkTheTargetBack(t *testing.T) {
 		}
 		return false
 	}
-	if err := poll(ctx, 3*time.Minute, func() (bool, error) { return shrunk(), nil }); err != nil {
+	if err := Poll(ctx, 3*time.Minute, func() (bool, error) { return shrunk(), nil }); err != nil {
 		t.Fatalf("the target was not shrunk back to the 2 placed workers: %v (events %q)", err, rescaleEvents(ctx, t, ns, job))
 	}
 	waitSize(ctx, t, w, 2, time.Minute)
 	// Growth is held: the scale-down window (60 s) passes before it tries
 	// again.
-	got, err := getScaler(ctx, ns, job)
+	got, err := env.Scaler(ctx, ns, job)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,13 +389,13 @@ func TestATargetWithoutAScaleSubresourceIsReported(t *testing.T) {
 	defer stop()
 	es := elasticScaler(ns, "settings", 1, 2, 0.7)
 	es.Spec.ScaleTargetRef = autoscalingv2.CrossVersionObjectReference{APIVersion: "v1", Kind: "ConfigMap", Name: "settings"}
-	if err := createScaler(ctx, es); err != nil {
+	if err := env.CreateScaler(ctx, es); err != nil {
 		t.Fatal(err)
 	}
 	var got *v1alpha1.ElasticScaler
-	err := poll(ctx, time.Minute, func() (bool, error) {
+	err := Poll(ctx, time.Minute, func() (bool, error) {
 		var err error
-		got, err = getScaler(ctx, ns, "settings")
+		got, err = env.Scaler(ctx, ns, "settings")
 		return err == nil && meta.FindStatusCondition(got.Status.Conditions, v1alpha1.AbleToScale) != nil, err
 	})
 	if err != nil {

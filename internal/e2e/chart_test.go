@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -16,12 +17,12 @@ import (
 	"github.com/ringside/ringside/sidecar/inject"
 )
 
-const chartNamespace = "ringside-system"
+const chartNamespace = ChartNamespace
 
 // helm runs helm against the test cluster.
 func helm(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := charttest.Run(t, append(args, "--kubeconfig", env.ControlPlane.Kubeconfig)...)
+	out, err := env.Helm(context.Background(), charttest.Helm(t), args...)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, describePods(chartNamespace))
 	}
@@ -59,20 +60,6 @@ func describePods(ns string) string {
 	return b.String()
 }
 
-// chartValues are the chart's settings for this cluster: ringside's image
-// is the built binary, etcd the one beside the cluster, one replica each.
-func chartValues(workerNamespaces ...string) []string {
-	return []string{
-		"--set", "image.tag=e2e",
-		"--set", "etcd.mode=external",
-		"--set", "etcd.external.endpoints={" + strings.Join(env.Etcd.Endpoints(), ",") + "}",
-		"--set", "workers.namespaces={" + strings.Join(workerNamespaces, ",") + "}",
-		"--set", "controller.replicas=1",
-		"--set", "webhook.replicas=1",
-		"--set", "webhook.sidecar.drainGrace=10s",
-	}
-}
-
 // probePod is a pod of job (when job is not "") bound to a node no agent
 // runs: admission only, nothing starts.
 func probePod(name, job string) *corev1.Pod {
@@ -106,17 +93,24 @@ func TestTheChartsWebhookInjectsWorkers(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
 	const ns, plainNS = "inj", "plain"
+	root := charttest.RepoRoot(t)
+	example, err := LoadPyTorchExample(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pyNS := example.Namespace.Name
 	for _, n := range []*corev1.Namespace{
 		{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{inject.NamespaceLabel: "enabled"}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: plainNS}},
+		example.Namespace,
 	} {
 		if _, err := env.Client.CoreV1().Namespaces().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	chart := filepath.Join(charttest.RepoRoot(t), "charts", "ringside")
+	chart := filepath.Join(root, "charts", "ringside")
 	start := time.Now()
-	helm(t, append([]string{"install", "ringside", chart, "-n", chartNamespace, "--create-namespace", "--wait", "--timeout", "3m"}, chartValues(ns)...)...)
+	helm(t, append([]string{"install", "ringside", chart, "-n", chartNamespace, "--create-namespace", "--wait", "--timeout", "3m"}, env.ChartValues(ns, pyNS)...)...)
 	t.Logf("helm install --wait took %s", time.Since(start).Round(time.Millisecond))
 
 	pods := env.Client.CoreV1().Pods
@@ -174,7 +168,7 @@ func TestTheChartsWebhookInjectsWorkers(t *testing.T) {
 	})
 	t.Run("the webhook down follows the failure policy", func(t *testing.T) {
 		upgrade := func(set ...string) {
-			args := append([]string{"upgrade", "ringside", chart, "-n", chartNamespace, "--wait", "--timeout", "3m"}, chartValues(ns)...)
+			args := append([]string{"upgrade", "ringside", chart, "-n", chartNamespace, "--wait", "--timeout", "3m"}, env.ChartValues(ns, pyNS)...)
 			for _, s := range set {
 				args = append(args, "--set", s)
 			}
@@ -192,7 +186,7 @@ func TestTheChartsWebhookInjectsWorkers(t *testing.T) {
 			if _, err := deploys.UpdateScale(ctx, "ringside-webhook", sc, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			err = poll(ctx, time.Minute, func() (bool, error) {
+			err = Poll(ctx, time.Minute, func() (bool, error) {
 				l, err := pods(chartNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=webhook"})
 				return err == nil && len(l.Items) == 0, err
 			})
@@ -260,13 +254,37 @@ func TestTheChartsWebhookInjectsWorkers(t *testing.T) {
 			t.Errorf("StatefulSet ready replicas %d (%v), want 3", sts2.Status.ReadyReplicas, err)
 		}
 	})
+	t.Run("the PyTorch example trains through a deletion and a killed worker", func(t *testing.T) {
+		// Three workers (the example's scaler would grow up to 8; this
+		// machine has 2 cores): the chart's controller raises the
+		// StatefulSet's 2 to the minimum, 3.
+		example.Scaler.Spec.MinReplicas, example.Scaler.Spec.MaxReplicas = 3, 3
+		if err := env.Apply(ctx, example); err != nil {
+			t.Fatal(err)
+		}
+		job := example.StatefulSet.Name
+		w := &jobWatch{t: t, ns: pyNS, job: job}
+		waitSize(ctx, t, w, 3, 5*time.Minute)
+		step := w.lastStep
+		if err := pods(pyNS).Delete(ctx, job+"-1", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitRecovered(ctx, t, w, job, step)
+		step = w.lastStep
+		if err := env.Agent.Kill(pyNS, job+"-2", "trainer"); err != nil {
+			t.Fatal(err)
+		}
+		waitRecovered(ctx, t, w, job, step)
+		checkChecksums(t, pyNS, job, 3)
+	})
+
 }
 
 // waitRecovered waits until the job trains with 3 members again, every
 // one of them past step (none stuck).
 func waitRecovered(ctx context.Context, t *testing.T, w *jobWatch, job string, step int64) {
 	t.Helper()
-	err := poll(ctx, 3*time.Minute, func() (bool, error) {
+	err := Poll(ctx, 3*time.Minute, func() (bool, error) {
 		s := w.read(ctx)
 		if s.WorldSize != 3 || s.Paused {
 			return false, nil
@@ -281,5 +299,40 @@ func waitRecovered(ctx context.Context, t *testing.T, w *jobWatch, job string, s
 	if err != nil {
 		s := w.read(ctx)
 		t.Fatalf("job %s did not train on with 3 members past step %d: %v (members %+v)", job, step, err, s.Members)
+	}
+}
+
+// checkChecksums fails t when two ranks of one generation logged different
+// parameter checksums after the same step (train.py's JSON lines).
+func checkChecksums(t *testing.T, ns, job string, pods int) {
+	t.Helper()
+	type at struct{ generation, step int64 }
+	seen := map[at]string{}
+	compared := 0
+	for i := range pods {
+		log, err := env.Agent.Log(ns, fmt.Sprintf("%s-%d", job, i), "trainer")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(log, "\n") {
+			var l struct {
+				Step, Generation int64
+				Checksum         string
+			}
+			if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &l) != nil || l.Checksum == "" || l.Step == 0 {
+				continue
+			}
+			k := at{l.Generation, l.Step}
+			if prev, ok := seen[k]; ok {
+				compared++
+				if prev != l.Checksum {
+					t.Errorf("generation %d step %d: checksums %s and %s differ between ranks", l.Generation, l.Step, prev, l.Checksum)
+				}
+			}
+			seen[k] = l.Checksum
+		}
+	}
+	if compared == 0 {
+		t.Errorf("no step of %s was logged by two ranks", job)
 	}
 }

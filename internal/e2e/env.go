@@ -14,8 +14,12 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
+	"github.com/ringside/ringside/autoscale/v1alpha1"
 	"github.com/ringside/ringside/internal/etcdlocal"
 	"github.com/ringside/ringside/internal/kubetest/cluster"
 	"github.com/ringside/ringside/internal/kubetest/node"
@@ -42,7 +46,9 @@ type Env struct {
 	// Etcd serves on the pod network's host address, so pods reach it.
 	Etcd       *etcdlocal.Server
 	EtcdClient *clientv3.Client
-	Dir        string
+	// Dynamic is an admin client for custom resources.
+	Dynamic dynamic.Interface
+	Dir     string
 }
 
 // Start builds the binaries and starts the cluster (two nodes with GPUs)
@@ -64,7 +70,7 @@ func Start(ctx context.Context, dir string) (*Env, error) {
 	gpus := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
 	e.Cluster, err = cluster.Start(ctx, cluster.Config{
 		Dir:    filepath.Join(dir, "cluster"),
-		Images: map[string]string{RingsideImage: e.Ringside, TrainerImage: e.Trainer},
+		Images: map[string]string{RingsideImage: e.Ringside, TrainerImage: e.Trainer, PyTorchImage: "/usr/bin/python3"},
 		Nodes: []node.NodeSpec{
 			{Name: "node-a", Zone: "zone-a", Region: "region-1", Capacity: gpus},
 			{Name: "node-b", Zone: "zone-b", Region: "region-1", Capacity: gpus},
@@ -82,6 +88,10 @@ func Start(ctx context.Context, dir string) (*Env, error) {
 	}
 	e.EtcdClient, err = clientv3.New(clientv3.Config{Endpoints: e.Etcd.Endpoints(), DialTimeout: 5 * time.Second})
 	if err != nil {
+		e.Stop(ctx)
+		return nil, err
+	}
+	if e.Dynamic, err = dynamic.NewForConfig(e.ControlPlane.Config); err != nil {
 		e.Stop(ctx)
 		return nil, err
 	}
@@ -193,4 +203,26 @@ func (e *Env) Workers(ns, job string, replicas int32, injected bool, trainerArgs
 			Template:            tmpl,
 		},
 	}, nil
+}
+
+// CreateScaler creates es.
+func (e *Env) CreateScaler(ctx context.Context, es *v1alpha1.ElasticScaler) error {
+	es = es.DeepCopy()
+	es.APIVersion, es.Kind = v1alpha1.GroupVersion.String(), "ElasticScaler"
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(es)
+	if err != nil {
+		return err
+	}
+	_, err = e.Dynamic.Resource(v1alpha1.Resource).Namespace(es.Namespace).Create(ctx, &unstructured.Unstructured{Object: m}, metav1.CreateOptions{})
+	return err
+}
+
+// Scaler reads the ElasticScaler ns/name.
+func (e *Env) Scaler(ctx context.Context, ns, name string) (*v1alpha1.ElasticScaler, error) {
+	u, err := e.Dynamic.Resource(v1alpha1.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var es v1alpha1.ElasticScaler
+	return &es, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &es)
 }

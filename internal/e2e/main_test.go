@@ -10,9 +10,7 @@ import (
 	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/ringside/ringside/autoscale/crd"
 	"github.com/ringside/ringside/internal/kubetest"
@@ -21,7 +19,6 @@ import (
 var (
 	env    *Env
 	envErr error
-	dyn    dynamic.Interface
 )
 
 func TestMain(m *testing.M) {
@@ -60,10 +57,7 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 
 // installCRD creates the ElasticScaler CRD and waits until it serves.
 func installCRD(ctx context.Context) error {
-	var err error
-	if dyn, err = dynamic.NewForConfig(env.ControlPlane.Config); err != nil {
-		return err
-	}
+	dyn := env.Dynamic
 	obj, err := crd.ElasticScalers()
 	if err != nil {
 		return err
@@ -71,7 +65,7 @@ func installCRD(ctx context.Context) error {
 	if _, err := dyn.Resource(crdResource).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create the CRD: %w", err)
 	}
-	return poll(ctx, time.Minute, func() (bool, error) {
+	return Poll(ctx, time.Minute, func() (bool, error) {
 		u, err := dyn.Resource(crdResource).Get(ctx, obj.GetName(), metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -87,39 +81,7 @@ func installCRD(ctx context.Context) error {
 	})
 }
 
-// poll calls cond every 100 ms until it is true, fails or timeout passes.
-func poll(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		ok, err := cond()
-		if err != nil || ok {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not within %s: %w", timeout, ctx.Err())
-		case <-t.C:
-		}
-	}
-}
-
-// toUnstructured converts a typed object for the dynamic client.
-func toUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, err
-	}
-	return &unstructured.Unstructured{Object: m}, nil
-}
-
 func requireEnv(t *testing.T) {
 	t.Helper()
 	kubetest.Require(t, envErr)
-}
-
-func runtimeFromUnstructured(m map[string]any, into any) error {
-	return runtime.DefaultUnstructuredConverter.FromUnstructured(m, into)
 }
