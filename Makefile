@@ -6,7 +6,7 @@ BIN     := bin/ringside
 # Debian's python3-torch lives in the system Python, not in a pyenv one.
 PYTHON  ?= /usr/bin/python3
 
-.PHONY: all build demo test vet bench chaos clean torch iptables podtools python-test fuzz fuzz-short generate helm image
+.PHONY: all build demo test vet bench chaos clean torch iptables podtools python-test fuzz fuzz-short generate helm promtool image
 
 all: build
 
@@ -131,6 +131,13 @@ generate:
 ## once into the user's cache directory
 helm:
 	CGO_ENABLED=0 $(GO) build -C internal/tools/helm -trimpath -o $(CURDIR)/bin/helm helm.sh/helm/v3/cmd/helm
+
+## promtool: the promtool the metrics are checked with (github.com/prometheus/prometheus
+## v0.316.0, pinned in internal/tools/promtool), into bin/promtool; the metrics
+## tests build their own copy once into the user's cache directory. Check a
+## running component with: curl -s HOST:PORT/metrics | bin/promtool check metrics
+promtool:
+	CGO_ENABLED=0 $(GO) build -C internal/tools/promtool -trimpath -o $(CURDIR)/bin/promtool github.com/prometheus/prometheus/cmd/promtool
 
 ## image: the container image ringside:$(VERSION) (Dockerfile: a static
 ## binary on distroless, non-root)

@@ -66,7 +66,7 @@ func newFixture(t *testing.T, etcd *clientv3.Client, objs ...runtime.Object) *fi
 		scales:   &scalefake.FakeScaleClient{},
 		events:   krecord.NewFakeRecorder(100),
 		etcd:     etcd,
-		reg:      prometheus.NewRegistry(),
+		reg:      newRegistry(),
 		clock:    clocktesting.NewFakePassiveClock(time.Now()),
 		replicas: map[string]int32{},
 	}

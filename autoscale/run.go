@@ -56,8 +56,7 @@ func Run(ctx context.Context, restCfg *rest.Config, etcd *clientv3.Client, cfg C
 	if err != nil {
 		return fmt.Errorf("autoscale: %w", err)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := newRegistry()
 	deps.Metrics, deps.Logger = reg, logger
 	c, err := New(cfg, deps)
 	if err != nil {
@@ -98,6 +97,14 @@ func (c *Controller) onLeading(leading bool) {
 	if was {
 		c.log.Info("stopped leading")
 	}
+}
+
+// newRegistry is the registry Run serves on /metrics: the controller's
+// metrics (registered by New) beside the Go runtime's and the process's.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
 }
 
 // handler serves the metrics of reg and the health checks: /healthz fails

@@ -3,6 +3,8 @@ package sidecar
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/ringside/ringside/coordinator"
 )
 
 // metrics are the sidecar's Prometheus metrics, on a registry of its own.
@@ -109,6 +111,15 @@ func newMetrics(gossipMembers, gossipSuspects func() float64) *metrics {
 		m.rendezvousWait, m.trainerAttached, m.gossipMembers, m.gossipSuspects, m.etcdErrors, m.apiRequests,
 		m.deadPeers, m.votes, m.socketsReset, m.keyReloads, m.apiRefused, m.invalidRecords,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The outcomes known in advance are exported at 0 from the start: an
+	// increase() over a series that appears only at its first event misses
+	// that event.
+	for _, v := range []coordinator.Verdict{coordinator.Voted, coordinator.Evicted, coordinator.Gone} {
+		m.votes.WithLabelValues(v.String())
+	}
+	for _, r := range []string{"applied", "failed"} {
+		m.keyReloads.WithLabelValues(r)
+	}
 	return m
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/internal/pki"
+	"github.com/ringside/ringside/internal/promcheck"
 )
 
 func writePair(t *testing.T, ca *pki.CA, cn, certFile, keyFile string, mtime time.Time) {
@@ -86,6 +87,24 @@ func TestTheServingCertificateIsReloaded(t *testing.T) {
 // The webhook serves admission reviews over TLS and its metrics count
 // them.
 func TestServeAnswersOverTLS(t *testing.T) {
+	m := serveOneInjection(t)
+	if !strings.Contains(string(m), `ringside_webhook_admissions_total{result="injected"} 1`) {
+		t.Errorf("metrics do not count the injection:\n%s", m)
+	}
+}
+
+// The webhook's /metrics, as Prometheus scrapes it from the metrics
+// address, keeps Prometheus' conventions (promtool check metrics).
+func TestTheWebhooksMetricsPassPromtool(t *testing.T) {
+	promcheck.Promtool(t) // build (or skip) before starting anything
+	promcheck.Check(t, serveOneInjection(t))
+}
+
+// serveOneInjection serves the webhook until the test ends, has it inject
+// one pod over TLS and returns what its metrics address serves on
+// /metrics then.
+func serveOneInjection(t *testing.T) []byte {
+	t.Helper()
 	ca, err := pki.NewCA("test-ca", time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -100,15 +119,16 @@ func TestServeAnswersOverTLS(t *testing.T) {
 		done <- Serve(ctx, ServerConfig{Addr: addr, CertFile: certFile, KeyFile: keyFile, MetricsAddr: metricsAddr},
 			&Handler{Config: DefaultConfig("ringside:test")}, slog.New(slog.DiscardHandler))
 	}()
-	defer func() {
+	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
-	}()
+	})
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca.CertPEM())
 	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	t.Cleanup(c.CloseIdleConnections)
 	body := review("CREATE", []byte(`{"metadata":{"name":"p","labels":{"ringside.dev/job":"j"}},"spec":{"containers":[{"name":"t","image":"x"}]}}`))
 	var resp *http.Response
 	for deadline := time.Now().Add(10 * time.Second); ; {
@@ -132,9 +152,7 @@ func TestServeAnswersOverTLS(t *testing.T) {
 	}
 	m, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(m), `ringside_webhook_admissions_total{result="injected"} 1`) {
-		t.Errorf("metrics do not count the injection:\n%s", m)
-	}
+	return m
 }
 
 func freeAddr(t *testing.T) string {

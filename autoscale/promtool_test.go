@@ -1,0 +1,57 @@
+package autoscale
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/ringside/ringside/autoscale/v1alpha1"
+	"github.com/ringside/ringside/internal/promcheck"
+)
+
+// The controller's /metrics (the handler and registry Run serves) keeps
+// Prometheus' conventions (promtool check metrics). A running controller
+// that rescales a target gives the labelled metrics, the workqueue's
+// among them, their samples: a vector without any is not in the
+// exposition, and so not checked.
+func TestTheControllersMetricsPassPromtool(t *testing.T) {
+	promcheck.Promtool(t) // build (or skip) before starting anything
+	f := newFixture(t, startEtcd(t), scaler("lint", func(es *v1alpha1.ElasticScaler) { es.Spec.MinReplicas = 2 }))
+	f.target("lint-workers", 1)
+	rescaled := make(chan struct{})
+	var once sync.Once
+	f.scales.PrependReactor("update", "statefulsets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		once.Do(func() { close(rescaled) })
+		return false, nil, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.c.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+	select {
+	case <-rescaled:
+	case err := <-done:
+		done <- err // for the deferred wait
+		t.Fatalf("Run returned %v before it synced", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the scaler was not synced within 20s of Run")
+	}
+
+	rec := httptest.NewRecorder()
+	f.c.handler(f.reg, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /metrics = %d: %s", rec.Code, rec.Body)
+	}
+	promcheck.Check(t, rec.Body.Bytes())
+}
