@@ -6,7 +6,7 @@ BIN     := bin/ringside
 # Debian's python3-torch lives in the system Python, not in a pyenv one.
 PYTHON  ?= /usr/bin/python3
 
-.PHONY: all build demo test vet bench chaos clean torch iptables podtools python-test fuzz fuzz-short generate helm promtool image
+.PHONY: all build demo test vet bench chaos clean torch iptables podtools python-test fuzz fuzz-short generate helm promtool image demo-k8s
 
 all: build
 
@@ -144,3 +144,9 @@ promtool:
 VERSION ?= 0.1.0
 image:
 	docker build -t ringside:$(VERSION) .
+
+## demo-k8s: ringside on a real control plane: the chart installed, the
+## PyTorch example injected and training through a pod deletion, a killed
+## worker and a scale-up (root; the first run builds the control plane)
+demo-k8s:
+	$(GO) run ./internal/e2e/demo
