@@ -278,6 +278,48 @@ func TestTheChartsWebhookInjectsWorkers(t *testing.T) {
 		checkChecksums(t, pyNS, job, 3)
 	})
 
+	t.Run("restart mode runs the trainer's command under ringside exec", func(t *testing.T) {
+		// A command that prints its torchrun environment and waits: exec
+		// (copied into the pod by the sidecar) restarts it on every
+		// generation with the new values.
+		const job = "restart"
+		sts, err := env.Workers(ns, job, 2, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl := &sts.Spec.Template
+		tmpl.Annotations = map[string]string{inject.ModeAnnotation: inject.ModeRestart}
+		c := &tmpl.Spec.Containers[0]
+		c.Command = []string{"sh", "-c", `echo "started rank=$RANK world=$WORLD_SIZE master=$MASTER_ADDR:$MASTER_PORT"; exec sleep 3600`}
+		c.Args = nil
+		if _, err := env.Client.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		started := func(pod, world string) bool {
+			log, _ := env.Agent.Log(ns, pod, "trainer")
+			return strings.Contains(log, "started rank=") && strings.Contains(log, "world="+world+" ")
+		}
+		err = Poll(ctx, 3*time.Minute, func() (bool, error) { return started(job+"-0", "2") && started(job+"-1", "2"), nil })
+		if err != nil {
+			log, _ := env.Agent.Log(ns, job+"-0", "trainer")
+			t.Fatalf("the command did not start at world size 2 under exec: %v\n%s\n%s", err, log, describePods(ns))
+		}
+		sc, err := env.Client.AppsV1().StatefulSets(ns).GetScale(ctx, job, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.Spec.Replicas = 3
+		if _, err := env.Client.AppsV1().StatefulSets(ns).UpdateScale(ctx, job, sc, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		err = Poll(ctx, 3*time.Minute, func() (bool, error) {
+			return started(job+"-0", "3") && started(job+"-1", "3") && started(job+"-2", "3"), nil
+		})
+		if err != nil {
+			t.Fatalf("the commands were not restarted at world size 3: %v", err)
+		}
+	})
+
 }
 
 // waitRecovered waits until the job trains with 3 members again, every

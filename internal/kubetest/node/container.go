@@ -52,6 +52,11 @@ func (w *podWorker) resolve(c *corev1.Container, env map[string]string) ([]strin
 		return nil, fmt.Errorf("image %q has no entrypoint here: the container must give a command", c.Image)
 	case len(c.Command) == 0:
 		argv = []string{entry}
+	case inMount(c, expand(c.Command[0], lookup)):
+		// A program on one of the container's volumes (put there by
+		// another container, as an injected sidecar does): the process
+		// finds it in its own mount namespace, not on the host.
+		argv = append([]string{expand(c.Command[0], lookup)}, c.Command[1:]...)
 	default:
 		exe, err := w.a.executable(entry, expand(c.Command[0], lookup))
 		if err != nil {
@@ -64,6 +69,21 @@ func (w *podWorker) resolve(c *corev1.Container, env map[string]string) ([]strin
 		argv[i] = expand(argv[i], lookup)
 	}
 	return argv, nil
+}
+
+// inMount reports whether path is absolute and under one of c's volume
+// mounts.
+func inMount(c *corev1.Container, path string) bool {
+	if !filepath.IsAbs(path) {
+		return false
+	}
+	for _, m := range c.VolumeMounts {
+		dir := filepath.Clean(m.MountPath)
+		if path == dir || strings.HasPrefix(path, dir+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // executable maps a command's first word: the entrypoint when it names the
