@@ -13,106 +13,33 @@ package charttest
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"sync"
-	"syscall"
 	"testing"
+
+	"github.com/ringside/ringside/internal/testbin"
 )
 
 // HelmVersion is the helm the chart is tested with (internal/tools/helm/go.mod).
 const HelmVersion = "v3.22.0"
 
-var (
-	buildOnce sync.Once
-	helmPath  string
-	buildErr  error
-)
+// helm is the helm the chart is tested with, built from
+// internal/tools/helm.
+var helm = testbin.Tool{Name: "helm", Version: HelmVersion, Package: "helm.sh/helm/v3/cmd/helm"}
 
 // Helm returns the path of the helm binary, building it on first use
-// (about a minute with a warm module cache, several cold) into
-// <user cache>/ringside/helm-<version>-<go.sum hash>/, under a file lock so
-// test packages running at once build it once.
+// (about a minute with a warm module cache, several cold) into the user's
+// cache directory (testbin.Tool). Without a go command, the test skips,
+// or fails when CI=true.
 func Helm(tb testing.TB) string {
 	tb.Helper()
-	if _, err := exec.LookPath("go"); err != nil {
-		missing(tb, "no go command to build helm with")
-	}
-	path, err := BuildHelm(RepoRoot(tb))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return path
+	return helm.Path(tb)
 }
 
-// BuildHelm is Helm for programs: the path of helm, built on first use
-// from the repository at root.
-func BuildHelm(root string) (string, error) {
-	buildOnce.Do(func() {
-		goBin, err := exec.LookPath("go")
-		if err != nil {
-			buildErr = fmt.Errorf("no go command to build helm with: %w", err)
-			return
-		}
-		helmPath, buildErr = build(goBin, root)
-	})
-	return helmPath, buildErr
-}
-
-func missing(tb testing.TB, why string) {
-	tb.Helper()
-	if os.Getenv("CI") == "true" {
-		tb.Fatalf("%s (CI=true: the chart tests must run)", why)
-	}
-	tb.Skip(why)
-}
-
-func build(goBin, root string) (string, error) {
-	mod := filepath.Join(root, "internal", "tools", "helm")
-	sum, err := os.ReadFile(filepath.Join(mod, "go.sum"))
-	if err != nil {
-		return "", fmt.Errorf("helm tools module: %w", err)
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	h := sha256.Sum256(sum)
-	dir := filepath.Join(cache, "ringside", fmt.Sprintf("helm-%s-%s-%s-%s", HelmVersion, runtime.GOOS, runtime.GOARCH, hex.EncodeToString(h[:6])))
-	bin := filepath.Join(dir, "helm")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("helm cache: %w", err)
-	}
-	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return "", fmt.Errorf("helm cache lock: %w", err)
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", fmt.Errorf("helm cache lock: %w", err)
-	}
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
-	}
-	tmp := bin + ".tmp"
-	cmd := exec.Command(goBin, "build", "-trimpath", "-o", tmp, "helm.sh/helm/v3/cmd/helm")
-	cmd.Dir = mod
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build helm %s: %w\n%s", HelmVersion, err, out.String())
-	}
-	if err := os.Rename(tmp, bin); err != nil {
-		return "", fmt.Errorf("build helm: %w", err)
-	}
-	return bin, nil
-}
+// BuildHelm is Helm for programs, run from within the checkout.
+func BuildHelm() (string, error) { return helm.Build() }
 
 // RepoRoot returns the repository's root: the nearest directory above the
 // working directory that holds charts/ringside/Chart.yaml.

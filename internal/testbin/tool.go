@@ -40,23 +40,34 @@ type Tool struct {
 // not pass by skipping what it is there to check).
 func (t *Tool) Path(tb testing.TB) string {
 	tb.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
+	if _, err := exec.LookPath("go"); err != nil {
 		if os.Getenv("CI") == "true" {
 			tb.Fatalf("no go command to build %s with (CI=true: the tests that run it must run)", t.Name)
 		}
 		tb.Skipf("no go command to build %s with", t.Name)
 	}
+	path, err := t.Build()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// Build is Path for programs: the binary's path, built on first use, or
+// why it cannot be.
+func (t *Tool) Build() (string, error) {
 	t.once.Do(func() {
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			t.err = fmt.Errorf("no go command to build %s with: %w", t.Name, err)
+			return
+		}
 		var mod string
 		if mod, t.err = t.module(); t.err == nil {
 			t.path, t.err = t.build(goBin, mod)
 		}
 	})
-	if t.err != nil {
-		tb.Fatal(t.err)
-	}
-	return t.path
+	return t.path, t.err
 }
 
 // module finds internal/tools/<Name> above the working directory (a test

@@ -66,7 +66,7 @@ func run(ctx context.Context) error {
 	defer os.RemoveAll(dir)
 
 	d.say("building the control plane and helm if not cached (the first run: about 20 minutes on 2 cores), then starting kube-apiserver, kube-controller-manager, kube-scheduler and a node agent with 2 nodes")
-	helm, err := charttest.BuildHelm(root)
+	helm, err := charttest.BuildHelm()
 	if err != nil {
 		return err
 	}
