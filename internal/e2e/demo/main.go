@@ -335,4 +335,3 @@ func repoRoot() (string, error) {
 		dir = parent
 	}
 }
-
