@@ -175,6 +175,11 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 		for _, w := range settings.Warnings {
 			a.log.Warn("netopt", "warning", fmt.Sprint(w))
 		}
+		if cfg.NCCLConfFile != "" {
+			if err := writeNCCLConf(cfg.NCCLConfFile, settings); err != nil {
+				return err
+			}
+		}
 	}
 	topology := cfg.Topology
 	if len(topology) == 0 && len(cfg.NodeLabels) > 0 {

@@ -370,3 +370,21 @@ func TestTheSidecarInstallsItsBinaryBeforeServing(t *testing.T) {
 		t.Errorf("installed %d bytes, mode %v; want %d bytes, executable", got.Size(), got.Mode(), want.Size())
 	}
 }
+
+// With NCCLConfFile the sidecar writes netopt's settings there before it
+// serves.
+func TestTheSidecarWritesTheNCCLConfFileBeforeServing(t *testing.T) {
+	srv := etcdtest.Start(t)
+	path := filepath.Join(t.TempDir(), "nccl.conf")
+	a := sidecartest.Start(t, srv.Endpoints(), "nccl", "w0", func(c *sidecar.Config) { c.NCCLConfFile = path })
+	if _, err := os.Stat(a.Socket); err != nil {
+		t.Fatalf("the sidecar does not serve: %v", err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("no NCCL configuration file: %v", err)
+	}
+	if !strings.Contains(string(b), "NCCL configuration chosen by ringside netopt") || !strings.Contains(string(b), "NCCL_") {
+		t.Errorf("the NCCL configuration file holds no settings:\n%s", b)
+	}
+}

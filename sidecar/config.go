@@ -52,6 +52,9 @@ type Config struct {
 	// under `ringside exec` from a shared volume (restart mode injected
 	// into an image without ringside).
 	InstallTo string
+	// NCCLConfFile, when set, is where the sidecar writes netopt's NCCL
+	// settings for NCCL_CONF_FILE before it serves.
+	NCCLConfFile string
 	// APITokenFile is where the sidecar writes the API token that callers
 	// without peer credentials (TCP, or another uid) send in
 	// api.TokenHeader; empty: beside the socket (api.TokenPath).

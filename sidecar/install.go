@@ -1,10 +1,13 @@
 package sidecar
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/ringside/ringside/netopt"
 )
 
 // installBinary copies the running executable to dst (Config.InstallTo),
@@ -42,6 +45,25 @@ func installBinary(dst string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("install the ringside binary at %s: %w", dst, err)
+	}
+	return nil
+}
+
+// writeNCCLConf writes netopt's settings as the file NCCL reads from
+// NCCL_CONF_FILE (Config.NCCLConfFile), atomically, before the API
+// serves: for trainers that read no settings from the API (a plain
+// torchrun script, Horovod). Variables in the environment still win.
+func writeNCCLConf(path string, s netopt.Settings) error {
+	var b bytes.Buffer
+	if err := netopt.WriteConfFile(&b, s); err != nil {
+		return fmt.Errorf("NCCL configuration file: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("NCCL configuration file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("NCCL configuration file: %w", err)
 	}
 	return nil
 }

@@ -95,6 +95,7 @@ RINGSIDE_ETCD_ENDPOINTS, and so on.`,
 	f.StringVar(&cfg.HTTPAddr, "http-addr", "", "also serve the trainer API on this TCP address, loopback only (e.g. 127.0.0.1:7878); callers send the API token")
 	f.BoolVar(&cfg.HTTPAllowNonLoopback, "http-allow-non-loopback", false, "let --http-addr be an address other than loopback (every caller still needs the API token)")
 	f.StringVar(&cfg.ProbeAddr, "probe-addr", "", "also serve /healthz, /readyz and /metrics (nothing of the trainer API) on this TCP address, for the kubelet's probes and Prometheus (e.g. :9401)")
+	f.StringVar(&cfg.NCCLConfFile, "nccl-conf-file", "", "write netopt's NCCL settings to this file before serving, for trainers pointed at it by NCCL_CONF_FILE")
 	f.StringVar(&cfg.InstallTo, "install-to", "", "copy this binary to this path before serving, for a trainer container that runs `ringside exec` from a shared volume")
 	f.StringVar(&cfg.APITokenFile, "api-token-file", "", "where to write the API token that callers without the sidecar's uid send in the X-Ringside-Token header (default: the socket's path + .token)")
 	f.IntSliceVar(&cfg.APIAllowUIDs, "api-allow-uids", nil, "uids besides the sidecar's own whose processes the socket takes for this pod's trainer")

@@ -56,6 +56,7 @@ const (
 	RunDir         = "/var/run/ringside"
 	SocketPath     = RunDir + "/ringside.sock"
 	BinaryPath     = RunDir + "/bin/ringside"
+	NCCLConfPath   = RunDir + "/nccl.conf"
 	etcdTLSDir     = "/etc/ringside/etcd"
 	gossipDir      = "/etc/ringside/gossip"
 	gossipKeyFile  = "gossip-key"
@@ -173,7 +174,9 @@ func Inject(pod *corev1.Pod, namespace string, cfg Config) (*corev1.Pod, Skipped
 	out.Spec.Volumes = append(out.Spec.Volumes, volumes(cfg)...)
 	out.Spec.InitContainers = append([]corev1.Container{sidecar(s, cfg)}, out.Spec.InitContainers...)
 	trainer := &out.Spec.Containers[s.trainer]
-	trainer.Env = append(trainer.Env, corev1.EnvVar{Name: "RINGSIDE_SOCKET", Value: SocketPath})
+	trainer.Env = append(trainer.Env,
+		corev1.EnvVar{Name: "RINGSIDE_SOCKET", Value: SocketPath},
+		corev1.EnvVar{Name: "NCCL_CONF_FILE", Value: NCCLConfPath})
 	if s.slots > 1 {
 		trainer.Env = append(trainer.Env, corev1.EnvVar{Name: "RINGSIDE_SLOTS", Value: strconv.Itoa(s.slots)})
 	}
@@ -319,6 +322,7 @@ func sidecar(s settings, cfg Config) corev1.Container {
 		"--gossip-port=" + strconv.Itoa(int(cfg.GossipPort)),
 		"--probe-addr=:" + strconv.Itoa(int(cfg.ProbePort)),
 		"--grace=" + cfg.Grace.String(),
+		"--nccl-conf-file=" + NCCLConfPath,
 		"--etcd-endpoints=" + strings.Join(cfg.EtcdEndpoints, ","),
 	}
 	if s.mode == ModeLive {
