@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -147,5 +148,40 @@ func TestSidecarProcessesSurviveKillAndDrain(t *testing.T) {
 		drained.done <- nil // for the cleanup
 	case <-time.After(30 * time.Second):
 		t.Fatal("drained sidecar did not exit")
+	}
+}
+
+// TestThreeNeighboursKilledAtOnceAreAllEvicted kills three members next
+// to each other in the ring (a node's pods lost together). Each member
+// watches the two before it, so the first victim loses both its watchers
+// with the others and nobody's watch fires for it: the sweep after the
+// others' confirmed deaths finds it. A 60 s TTL leaves only votes to
+// evict them.
+func TestThreeNeighboursKilledAtOnceAreAllEvicted(t *testing.T) {
+	srv := etcdtest.Start(t)
+	byID := map[string]*sidecarProc{}
+	var ps []*sidecarProc
+	for n := range 6 {
+		p := startSidecar(t, srv.Endpoints(), n, "--ttl", "60s")
+		p.waitReady(t)
+		ps = append(ps, p)
+		byID[p.id] = p
+	}
+	all := ps[0].api.awaitRendezvous("all six", func(r *api.Rendezvous) bool { return r.WorldSize == 6 })
+	ring := ids(all)
+	victims := []*sidecarProc{byID[ring[1]], byID[ring[2]], byID[ring[3]]}
+	t.Logf("ring %v: killing %s, %s and %s", ring, ring[1], ring[2], ring[3])
+	for _, v := range victims {
+		v.cmd.Process.Kill()
+	}
+	r := byID[ring[0]].api.awaitRendezvous("a generation without the three", func(r *api.Rendezvous) bool {
+		return !has(r, ring[1]) && !has(r, ring[2]) && !has(r, ring[3])
+	})
+	if r.WorldSize != 3 {
+		t.Fatalf("world size %d, want 3", r.WorldSize)
+	}
+	swept := `"suspect":"` + ring[1] + `","why":"a sweep after a confirmed death`
+	if out := byID[ring[0]].out.String() + byID[ring[4]].out.String() + byID[ring[5]].out.String(); !strings.Contains(out, swept) {
+		t.Errorf("no survivor swept %s, whose watchers died with it", ring[1])
 	}
 }
