@@ -1,7 +1,7 @@
 # ringside: `make demo` shows it working, `make test` runs every test.
 GO      ?= go
 RACE    ?= -race
-TIMEOUT ?= 25m
+TIMEOUT ?= 40m
 BIN     := bin/ringside
 # Debian's python3-torch lives in the system Python, not in a pyenv one.
 PYTHON  ?= /usr/bin/python3

@@ -23,6 +23,11 @@ type Config struct {
 	// MeasureMaxAge is the oldest a member's heartbeat may be for the
 	// job's throughput to be measured from it.
 	MeasureMaxAge time.Duration
+	// MeasureSettle is how long a generation must have been seen before
+	// its throughput is measured: the sidecars' rates span their last
+	// two heartbeats, so the first readings after a resize still hold the
+	// stall of the re-form, or a joiner's wait.
+	MeasureSettle time.Duration
 	// RetryBaseDelay and RetryMaxDelay bound the back-off of a sync that
 	// failed (its key waits base, 2 base, 4 base ... up to max).
 	RetryBaseDelay, RetryMaxDelay time.Duration
@@ -59,6 +64,9 @@ func DefaultConfig() Config {
 		// step), so a healthy job always measures, while a member that
 		// stopped reporting half a minute ago no longer counts.
 		MeasureMaxAge: 30 * time.Second,
+		// 10 s: several heartbeats (one a second) past the re-form, and
+		// under one sync period, so a steady job is measured every sync.
+		MeasureSettle: 10 * time.Second,
 		// 1 s to 5 min: a missing target or an unreachable etcd rarely
 		// heals within milliseconds (the workqueue's default base), and
 		// the resync tries again every sync period regardless.
@@ -88,6 +96,9 @@ func (c Config) Validate() error {
 		if p.d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", p.name, p.d))
 		}
+	}
+	if c.MeasureSettle < 0 {
+		errs = append(errs, fmt.Errorf("measure settle must not be negative, got %s", c.MeasureSettle))
 	}
 	if c.RetryMaxDelay < c.RetryBaseDelay {
 		errs = append(errs, fmt.Errorf("retry max delay %s is shorter than the base delay %s", c.RetryMaxDelay, c.RetryBaseDelay))

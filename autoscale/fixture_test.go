@@ -82,6 +82,7 @@ func newFixture(t *testing.T, etcd *clientv3.Client, objs ...runtime.Object) *fi
 	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
 	cfg := DefaultConfig()
 	cfg.LeaderElection.Enabled = false
+	cfg.MeasureSettle = 0 // the seeded heartbeats are of a settled generation
 	c, err := New(cfg, Deps{Dynamic: f.dyn, Kube: f.kube, Scales: f.scales, Mapper: mapper, Etcd: etcd,
 		Events: f.events, Clock: f.clock, Metrics: f.reg, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

@@ -24,6 +24,10 @@ type history struct {
 type scalerHistory struct {
 	recs    []Recommendation
 	changes []Change
+	// generation is the job's newest generation seen, first seen at
+	// generationSince.
+	generation      int64
+	generationSince time.Time
 }
 
 func newHistory(maxAge time.Duration, maxLen int) *history {
@@ -56,6 +60,18 @@ func (h *history) addChange(key string, c Change) {
 	s := h.scaler(key)
 	s.changes = append(s.changes, c)
 	h.prune(s, c.Time)
+}
+
+// generationAge returns how long key's job has been at generation, as
+// this controller has seen it: from the first sync that saw it.
+func (h *history) generationAge(key string, generation int64, now time.Time) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.scaler(key)
+	if s.generation != generation {
+		s.generation, s.generationSince = generation, now
+	}
+	return now.Sub(s.generationSince)
 }
 
 // forget drops key's lists (its scaler was deleted).

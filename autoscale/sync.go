@@ -112,6 +112,9 @@ func (s *scalerSync) run(ctx context.Context) error {
 		return errors.Join(fmt.Errorf("read job %s: %w", s.jobName(), err), s.writeStatus(ctx))
 	}
 	js := readJobState(snap, c.cfg.MeasureMaxAge)
+	if js.Measurement != nil && c.history.generationAge(s.key, snap.Generation, s.now) < c.cfg.MeasureSettle {
+		js.Measurement = nil // the re-form is still in the rates
+	}
 	in.Workers, in.Draining, in.HaveStatus, in.StatusAge = js.Workers, js.Draining, js.HaveStatus, js.StatusAge
 	in.Recommendations, in.Changes = c.history.get(s.key, s.now)
 	d, err := s.decide(in, js.Measurement)

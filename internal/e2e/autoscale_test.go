@@ -414,6 +414,7 @@ func runController(ctx context.Context, t *testing.T, ns string) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	cfg := autoscale.DefaultConfig()
 	cfg.Namespace, cfg.SyncPeriod, cfg.MetricsAddr = ns, time.Second, ""
+	cfg.MeasureSettle = 3 * time.Second // past the re-form's rates, quickly
 	cfg.LeaderElection.Enabled = false
 	done := make(chan error, 1)
 	go func() {
