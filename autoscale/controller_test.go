@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,12 +25,7 @@ import (
 func TestRunSyncsFromTheInformersAndStopsWithItsContext(t *testing.T) {
 	f := newFixture(t, startEtcd(t), scaler("live", func(es *v1alpha1.ElasticScaler) { es.Spec.MinReplicas = 2 }))
 	f.target("live-workers", 1)
-	rescaled := make(chan struct{})
-	var once sync.Once
-	f.scales.PrependReactor("update", "statefulsets", func(k8stesting.Action) (bool, runtime.Object, error) {
-		once.Do(func() { close(rescaled) })
-		return false, nil, nil
-	})
+	rescaled := f.rescaled()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.c.Run(ctx) }()

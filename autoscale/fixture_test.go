@@ -313,3 +313,15 @@ func wantCondition(t *testing.T, es *v1alpha1.ElasticScaler, typ string, status 
 		t.Fatalf("%s = %s/%s %q, want %s/%s with %q", typ, c.Status, c.Reason, c.Message, status, reason, msg)
 	}
 }
+
+// rescaled returns a channel closed at the first update of a
+// StatefulSet's scale.
+func (f *fixture) rescaled() <-chan struct{} {
+	ch := make(chan struct{})
+	var once sync.Once
+	f.scales.PrependReactor("update", "statefulsets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		once.Do(func() { close(ch) })
+		return false, nil, nil
+	})
+	return ch
+}

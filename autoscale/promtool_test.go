@@ -4,12 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
-
-	"k8s.io/apimachinery/pkg/runtime"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/ringside/ringside/autoscale/v1alpha1"
 	"github.com/ringside/ringside/internal/promcheck"
@@ -24,12 +20,7 @@ func TestTheControllersMetricsPassPromtool(t *testing.T) {
 	promcheck.Promtool(t) // build (or skip) before starting anything
 	f := newFixture(t, startEtcd(t), scaler("lint", func(es *v1alpha1.ElasticScaler) { es.Spec.MinReplicas = 2 }))
 	f.target("lint-workers", 1)
-	rescaled := make(chan struct{})
-	var once sync.Once
-	f.scales.PrependReactor("update", "statefulsets", func(k8stesting.Action) (bool, runtime.Object, error) {
-		once.Do(func() { close(rescaled) })
-		return false, nil, nil
-	})
+	rescaled := f.rescaled()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.c.Run(ctx) }()

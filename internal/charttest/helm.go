@@ -13,6 +13,7 @@ package charttest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -45,17 +46,26 @@ func BuildHelm() (string, error) { return helm.Build() }
 // working directory that holds charts/ringside/Chart.yaml.
 func RepoRoot(tb testing.TB) string {
 	tb.Helper()
-	dir, err := os.Getwd()
+	root, err := FindRepoRoot()
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return root
+}
+
+// FindRepoRoot is RepoRoot for programs.
+func FindRepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "charts", "ringside", "Chart.yaml")); err == nil {
-			return dir
+			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			tb.Fatal("no charts/ringside/Chart.yaml above the working directory")
+			return "", errors.New("no charts/ringside/Chart.yaml above the working directory: run from the ringside checkout")
 		}
 		dir = parent
 	}

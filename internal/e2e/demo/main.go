@@ -13,7 +13,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -54,7 +53,7 @@ func (d *demo) say(format string, args ...any) {
 }
 
 func run(ctx context.Context) error {
-	root, err := repoRoot()
+	root, err := charttest.FindRepoRoot()
 	if err != nil {
 		return err
 	}
@@ -315,23 +314,4 @@ func names(cs []corev1.Container) []string {
 		out = append(out, c.Name)
 	}
 	return out
-}
-
-// repoRoot is the checkout holding charts/ringside, from the working
-// directory up.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "charts", "ringside", "Chart.yaml")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("run from the ringside checkout: no charts/ringside above the working directory")
-		}
-		dir = parent
-	}
 }
