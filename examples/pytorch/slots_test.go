@@ -149,7 +149,7 @@ func (s *steps) await(what string, world int, since time.Time, workers ...string
 	for _, w := range workers {
 		left[w] = true
 	}
-	timeout := time.After(resumeBound + 30*time.Second) // + torch's import in the restarted process
+	timeout := time.After(resumeBound + importBound) // + torch's import in the restarted process
 	for len(left) > 0 {
 		select {
 		case l := <-s.lines:
