@@ -445,13 +445,15 @@ class State:
         return self.digest().hex()[:16]
 
     def sync(self) -> int:
-        """Makes every rank of the current group hold the same state. The
-        lowest rank holding the newest commit (rank 0 when all agree) sends
-        it to the ranks whose commit is older (joiners, a rank a step
-        behind), in pieces of SYNC_CHUNK bytes; ranks holding the newest
-        commit already receive nothing (when most ranks need it, it is
-        broadcast instead). Then every rank's parameters are checksummed
-        and compared. Raises StateCorrupt when a payload arrives corrupt,
+        """Makes every rank of the current group hold the same state. First
+        every rank learns every rank's commit (its step and parameter
+        digest, once it restored its own) in one collective: when all are
+        equal, that is all. Else the lowest rank holding the newest commit
+        (rank 0 when all agree) sends it to the ranks whose commit is older
+        (joiners, a rank a step behind), in pieces of SYNC_CHUNK bytes;
+        ranks holding the newest commit already receive nothing (when most
+        ranks need it, it is broadcast instead). Then every rank's
+        parameters are checksummed and compared. Raises StateCorrupt when a payload arrives corrupt,
         is refused, or ranks hold different parameters afterwards, and
         CollectiveFailed when one of its collectives fails. Returns the
         source rank; stats["last_sync_bytes"] says how many bytes the
@@ -462,17 +464,26 @@ class State:
         self._complete()
         rank, world = dist.get_rank(), dist.get_world_size()
         dev = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
-        own_step = self._snapshot["step"]
-        steps = [torch.zeros(1, dtype=torch.int64, device=dev) for _ in range(world)]
-        _collective(dist.all_gather, steps, torch.tensor([own_step], dtype=torch.int64, device=dev))
-        steps = [int(t.item()) for t in steps]
+        # One collective tells every rank every rank's step and the digest
+        # of the parameters it restored from its own commit. When all are
+        # equal (a member left: the survivors hold the same commit) that
+        # is the whole sync.
+        self.restore()
+        own_step, restored = self._snapshot["step"], self.digest()
+        mine_t = torch.tensor([own_step] + list(restored), dtype=torch.int64, device=dev)
+        commits = [torch.zeros_like(mine_t) for _ in range(world)]
+        _collective(dist.all_gather, commits, mine_t)
+        steps = [int(t[0].item()) for t in commits]
         src = steps.index(max(steps))
         behind = [r for r in range(world) if steps[r] != steps[src]]
+        if not behind and all(torch.equal(t, commits[src]) for t in commits):
+            self.stats["last_sync_bytes"] = 0
+            return src
         broadcast = len(behind) > (world - 1) // 2 and len(behind) > 1
 
-        problem, got_bytes = None, 0
+        problem, got_bytes, got = None, 0, None
         if behind:
-            payload = got = None
+            payload = None
             header = torch.zeros(33, dtype=torch.int64, device=dev)
             if rank == src:
                 payload = _serialize(self._snapshot)
@@ -484,12 +495,12 @@ class State:
                 got_bytes = len(got)
                 size, digest = int(header[0].item()), bytes(int(x) for x in header[1:].tolist())
                 problem = self._accept(_received(got), size, digest, src, steps[src])
-        if problem is None:
+        if got is not None and problem is None:
             self.restore()
         # Every rank learns every rank's parameter digest (and how many
         # bytes it received), so all of them agree on whether to go on; a
         # rank whose payload was corrupt sends zeros.
-        own = bytes(32) if problem else self.digest()
+        own = bytes(32) if problem else restored if got is None else self.digest()
         mine_t = torch.tensor(list(own) + [got_bytes], dtype=torch.int64, device=dev)
         all_t = [torch.zeros_like(mine_t) for _ in range(world)]
         _collective(dist.all_gather, all_t, mine_t)
