@@ -376,12 +376,20 @@ func (a *Agent) setGeneration(g *record.Generation) {
 		leader = 1
 	}
 	a.metrics.leader.Set(leader)
-	a.announceLeft(prev, g)
+	dead := a.announceLeft(prev, g)
 	a.watchNeighbours(g)
 	r := api.NewRendezvous(g, a.cfg.MemberID, a.nccl)
 	a.events.publish(api.Event{Type: api.EventGeneration, Time: now, Generation: r})
 	a.log.Info("generation", "generation", g.Number, "world_size", g.WorldSize, "state", r.State,
 		"rank", r.Rank, "reason", g.Reason)
+	// Only once the trainer has the generation (it leaves the old group
+	// on it): a socket reset is a dump of every TCP socket of the host.
+	for _, m := range dead {
+		a.resetSockets(m.ID, net.ParseIP(m.Addr))
+	}
+	if len(g.Left) > 0 {
+		a.sweep(g)
+	}
 }
 
 // initialEvents is what a new event stream starts with.

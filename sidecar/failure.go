@@ -325,9 +325,11 @@ func isChecker(g *record.Generation, target, voter, me string) bool {
 	return false
 }
 
-// announceLeft announces the confirmed deaths of a new generation: members
-// of prev in g.Left not announced already.
-func (a *Agent) announceLeft(prev, g *record.Generation) {
+// announceLeft announces the confirmed deaths of a new generation (members
+// of prev in g.Left not announced already) and returns them: their
+// connections are the caller's to reset.
+func (a *Agent) announceLeft(prev, g *record.Generation) []record.RankedMember {
+	var dead []record.RankedMember
 	for _, id := range g.Left {
 		a.mu.Lock()
 		done := a.announced[id]
@@ -337,13 +339,11 @@ func (a *Agent) announceLeft(prev, g *record.Generation) {
 			continue
 		}
 		if m, in := prev.Member(id); in {
-			a.resetSockets(id, net.ParseIP(m.Addr))
 			a.publishDead(id)
+			dead = append(dead, m)
 		}
 	}
-	if len(g.Left) > 0 {
-		a.sweep(g)
-	}
+	return dead
 }
 
 // sweep checks this member's checkersPerVote successors in g's ring after
