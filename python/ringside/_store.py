@@ -48,6 +48,9 @@ _MAX_MESSAGE = 64 << 20
 # A blocking wait is asked of the server in slices this long, so the
 # client checks between them whether to give up.
 _SLICE_S = 0.1
+# How often a client tries again while rank 0's server is not up yet: every
+# rank waits for its connection before the group can form.
+_CONNECT_RETRY_S = 0.002
 
 
 class StoreError(RuntimeError):
@@ -288,7 +291,7 @@ def make_client(host, port, timeout_s, interrupted=lambda: False, token=None):
                         raise StoreError("a newer generation was announced while connecting to the store") from e
                     if time.monotonic() > deadline:
                         raise StoreError("the store at %s:%d did not answer: %s" % (host, port, e)) from e
-                    time.sleep(0.01)
+                    time.sleep(_CONNECT_RETRY_S)
 
         def _connect(self):
             if self._sock is None:
