@@ -453,11 +453,11 @@ class State:
         (joiners, a rank a step behind), in pieces of SYNC_CHUNK bytes;
         ranks holding the newest commit already receive nothing (when most
         ranks need it, it is broadcast instead). Then every rank's
-        parameters are checksummed and compared. Raises StateCorrupt when a payload arrives corrupt,
-        is refused, or ranks hold different parameters afterwards, and
-        CollectiveFailed when one of its collectives fails. Returns the
-        source rank; stats["last_sync_bytes"] says how many bytes the
-        group moved."""
+        parameters are checksummed and compared. Raises StateCorrupt when
+        a payload arrives corrupt, is refused, or ranks hold different
+        parameters afterwards, and CollectiveFailed when one of its
+        collectives fails. Returns the source rank;
+        stats["last_sync_bytes"] says how many bytes the group moved."""
         import torch
         import torch.distributed as dist
 
