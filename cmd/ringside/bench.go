@@ -77,6 +77,7 @@ without it. A new member replaces each victim.`,
 	f.DurationVar(&cfg.Idle, "idle", cfg.Idle, "idle time for false positives and resource use")
 	f.IntVar(&cfg.Load, "load", cfg.Load, "busy processes spinning on the CPU while the job idles and members are killed (0: none)")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up after this long")
+	f.StringVar(&cfg.LogDir, "log-dir", "", "keep every sidecar's log in this directory (default: a temporary one, removed)")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON line")
 	return cmd
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -41,6 +40,9 @@ type DetectConfig struct {
 	// job formed until the end: false positives and detection under load.
 	Load    int
 	Timeout time.Duration
+	// LogDir, when set, is where the sidecars write their logs, kept
+	// after the run; empty uses a temporary directory, removed.
+	LogDir string
 }
 
 // DefaultDetectConfig is what `ringside bench detect` runs.
@@ -82,11 +84,11 @@ func Detect(ctx context.Context, cfg DetectConfig, progress io.Writer) (DetectRe
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "ringside-bench-detect-")
+	dir, cleanup, err := jobDir(cfg.LogDir, "detect")
 	if err != nil {
 		return DetectResult{}, err
 	}
-	defer os.RemoveAll(dir)
+	defer cleanup()
 	job, err := localjob.Start(ctx, localjob.Config{Job: "detect", Dir: dir})
 	if err != nil {
 		return DetectResult{}, err

@@ -38,10 +38,11 @@ type TrainerSpec struct {
 	LogDir string
 }
 
-// jobDir returns the directory of a benchmark's job and its cleanup.
-func (s TrainerSpec) jobDir(name string) (string, func(), error) {
-	if s.LogDir != "" {
-		return s.LogDir, func() {}, os.MkdirAll(s.LogDir, 0o755)
+// jobDir returns the directory of a benchmark's job and its cleanup: logDir
+// kept, or a temporary one removed.
+func jobDir(logDir, name string) (string, func(), error) {
+	if logDir != "" {
+		return logDir, func() {}, os.MkdirAll(logDir, 0o755)
 	}
 	dir, err := os.MkdirTemp("", "ringside-bench-"+name+"-")
 	return dir, func() { os.RemoveAll(dir) }, err
@@ -117,7 +118,7 @@ func checkFault(fault, mode string) error {
 // closes the job and removes dir (unless LogDir keeps it).
 func (s TrainerSpec) startTraining(ctx context.Context, name string, workers int, settle time.Duration, progress io.Writer) (
 	job *localjob.Job, track *localjob.Tracker, dir string, stop func(), err error) {
-	dir, cleanup, err := s.jobDir(name)
+	dir, cleanup, err := jobDir(s.LogDir, name)
 	if err != nil {
 		return nil, nil, "", nil, err
 	}
