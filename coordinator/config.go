@@ -35,6 +35,13 @@ type Config struct {
 	// stand before it is evicted: the time it has to refute them (see
 	// Member.Suspect). A live member answers within its etcd round trip.
 	RefuteWindow time.Duration
+	// CorrelatedRefuteWindow replaces RefuteWindow when, at its end,
+	// silent votes also stand against another member: several members
+	// falling silent together is more often one stall they share (a
+	// machine or node hiccup, a network blip) than independent deaths,
+	// and evicting them all would cost the job more than waiting. Votes
+	// that found a process gone do not count.
+	CorrelatedRefuteWindow time.Duration
 	// ExpiryGrace is how long the leader keeps in the ring a member of the
 	// generation whose key vanished without an eviction or a leave: its
 	// lease expired, most often because etcd was frozen or unreachable
@@ -100,6 +107,12 @@ func DefaultConfig(namespace, job string) Config {
 		// a partition) wait it out: a vote that found the process gone
 		// (its port refused a connection) skips it.
 		RefuteWindow: 150 * time.Millisecond,
+		// 1 s: twice the longest stall seen among sidecars of one machine
+		// (`bench detect --members 32` with both cores busy and compilers
+		// starting beside it: six sidecars answered nothing for 500 ms,
+		// each a little after it unmapped its start-up pages, and two of
+		// them were evicted at 150 ms).
+		CorrelatedRefuteWindow: time.Second,
 		// 500 ms: pods of a scale-up start within a few hundred ms of each
 		// other; one generation for all of them beats one per pod.
 		Settle:    500 * time.Millisecond,
@@ -137,6 +150,9 @@ func (c Config) Validate() error {
 	}
 	if c.RefuteWindow < 0 {
 		errs = append(errs, fmt.Errorf("refute window must not be negative, got %s", c.RefuteWindow))
+	}
+	if c.CorrelatedRefuteWindow < 0 {
+		errs = append(errs, fmt.Errorf("correlated refute window must not be negative, got %s", c.CorrelatedRefuteWindow))
 	}
 	if c.ExpiryGrace < 0 {
 		errs = append(errs, fmt.Errorf("expiry grace must not be negative, got %s", c.ExpiryGrace))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,7 +21,8 @@ import (
 // registration it saw (Suspect): a Vote under suspects/<target>/<voter>,
 // on the voter's lease. The registration is evicted once votes of
 // Quorum distinct live members name it and still stand Config.RefuteWindow
-// later: a live target deletes every vote against its own registration as
+// later (Config.CorrelatedRefuteWindow while other members are silent
+// too, the mark of a stall they share): a live target deletes every vote against its own registration as
 // soon as it sees one (refute), so a member that still reaches etcd is
 // never evicted by members that cannot reach it over gossip. The
 // eviction revokes exactly the lease the voters saw, in a Txn that checks
@@ -130,10 +132,8 @@ func (m *Member) suspect(ctx context.Context, id string, gone bool) (Verdict, er
 	// observers that voted at the same moment cannot outrun its answer;
 	// unless a voter found its process gone.
 	if !gone {
-		select {
-		case <-ctx.Done():
-			return Voted, ctx.Err()
-		case <-time.After(m.job.cfg.RefuteWindow):
+		if err := m.awaitRefutation(ctx, id); err != nil {
+			return Voted, err
 		}
 	}
 	eresp, err := client.Txn(ctx).If(cmps...).Then(
@@ -162,6 +162,61 @@ func (m *Member) suspect(ctx context.Context, id string, gone bool) (Verdict, er
 	}
 	m.log.Info("evicted a member confirmed unresponsive", "evicted", id, "lease", leaseHex(clientv3.LeaseID(lease)), "votes", len(cmps)-1)
 	return Evicted, nil
+}
+
+// awaitRefutation gives a silent suspect, id, the time to refute the
+// votes against it: RefuteWindow, stretched to CorrelatedRefuteWindow
+// when silent votes also stand against another member by then.
+func (m *Member) awaitRefutation(ctx context.Context, id string) error {
+	cfg := m.job.cfg
+	if err := sleep(ctx, cfg.RefuteWindow); err != nil {
+		return err
+	}
+	more := cfg.CorrelatedRefuteWindow - cfg.RefuteWindow
+	if more <= 0 {
+		return nil
+	}
+	others, err := m.othersSilent(ctx, id)
+	if err != nil {
+		return fmt.Errorf("suspect %s: read other votes: %w", id, err)
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	m.log.Info("others are silent too: waiting longer for refutations", "suspect", id, "others", others, "wait", more)
+	return sleep(ctx, more)
+}
+
+// othersSilent returns the members other than id that silent votes stand
+// against.
+func (m *Member) othersSilent(ctx context.Context, id string) ([]string, error) {
+	prefix := m.job.cfg.Prefix()
+	resp, err := m.job.client.Get(ctx, prefix+record.SuspectsDir, clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	var others []string
+	for _, kv := range resp.Kvs {
+		target, _, v, err := record.DecodeVote(strings.TrimPrefix(string(kv.Key), prefix), kv.Value)
+		if err != nil {
+			m.job.reportBad(string(kv.Key), err)
+			continue
+		}
+		if target != id && !v.Gone && !slices.Contains(others, target) {
+			others = append(others, target)
+		}
+	}
+	return others, nil
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
 }
 
 // Withdraw deletes this member's vote against id, if any.

@@ -239,3 +239,45 @@ func TestAGoneVoteStillNeedsASecondVoter(t *testing.T) {
 		t.Fatalf("the second vote: %s, %v; want evicted", v, err)
 	}
 }
+
+// A live member that takes longer than the refute window to refute (a
+// stalled process) is evicted when it is the only one silent, and spared
+// when silent votes stand against another member too: the longer window
+// covers a stall several members share.
+func TestSilentVotesAgainstSeveralMembersWaitTheCorrelatedWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		othersVoted bool
+		wantEvicted bool
+	}{
+		{"alone", false, true},
+		{"with another suspect", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j, client := testJob(t, func(c *Config) {
+				c.TTL = 60 * time.Second
+				c.RefuteWindow, c.CorrelatedRefuteWindow = 100*time.Millisecond, 3*time.Second
+				// Every refutation comes 600 ms late: past the refute
+				// window, well inside the correlated one.
+				c.hooks = &testHooks{beforeRefute: func() { time.Sleep(600 * time.Millisecond) }}
+			})
+			a, b, _, d := join(t, j, "a"), join(t, j, "b"), join(t, j, "c"), join(t, j, "d")
+			await(t, a, "all four", hasIDs("a", "b", "c", "d"))
+			lease, _ := leaseOf(t, client, j, "c")
+			if tc.othersVoted {
+				d.Close() // silent for good: the vote against it stands
+				if v := suspect(t, a, "d"); v != Voted {
+					t.Fatalf("a's vote against d: %s, want voted", v)
+				}
+			}
+			if v := suspect(t, a, "c"); v != Voted {
+				t.Fatalf("the first vote against c: %s, want voted", v)
+			}
+			v := suspect(t, b, "c")
+			now, _ := leaseOf(t, client, j, "c")
+			if evicted := v == Evicted; evicted != tc.wantEvicted || (now != lease) == !evicted {
+				t.Fatalf("the second vote against c: %s, c's lease %x -> %x; want evicted %v", v, lease, now, tc.wantEvicted)
+			}
+		})
+	}
+}
