@@ -33,6 +33,9 @@ container gets RINGSIDE_SOCKET. Pod annotations shape it:
 
   ringside.dev/inject: "false"     leave this pod alone
   ringside.dev/mode: restart       run the trainer's command under ringside exec
+  ringside.dev/mode: launcher      the trainers never call the sidecar (Horovod:
+                                   horovodrun with ringside discover-hosts);
+                                   the sidecar does not await them
   ringside.dev/slots: "8"          ranks in the pod (default: its nvidia.com/gpu limit)
   ringside.dev/container: trainer  the trainer container (default: the first)
 

@@ -16,7 +16,7 @@ import (
 // AdmissionReview whose response carries the request's UID, and a patch
 // only when it allows; it never panics.
 func FuzzAdmissionReview(f *testing.F) {
-	for _, name := range []string{"live.pod.yaml", "restart.pod.yaml", "gpus.pod.yaml"} {
+	for _, name := range []string{"live.pod.yaml", "restart.pod.yaml", "gpus.pod.yaml", "launcher.pod.yaml"} {
 		raw, err := os.ReadFile("testdata/" + name)
 		if err != nil {
 			f.Fatal(err)

@@ -24,8 +24,11 @@ const (
 	// InjectAnnotation "false" opts a pod out.
 	InjectAnnotation = "ringside.dev/inject"
 	// ModeAnnotation is live (the default: the trainer follows the
-	// generations itself through the Python client) or restart (its
-	// command runs under `ringside exec`, restarted on every generation).
+	// generations itself through the Python client), restart (its
+	// command runs under `ringside exec`, restarted on every generation)
+	// or launcher (a launcher such as horovodrun starts the training
+	// processes from the membership `ringside discover-hosts` prints; the
+	// trainers never call the sidecar).
 	ModeAnnotation = "ringside.dev/mode"
 	// SlotsAnnotation is the number of trainer processes (ranks) in the
 	// pod; by default the trainer container's nvidia.com/gpu limit, or 1.
@@ -45,6 +48,11 @@ const (
 const (
 	ModeLive    = "live"
 	ModeRestart = "restart"
+	// ModeLauncher is for jobs whose trainers do not talk to the sidecar:
+	// the sidecar joins the ring at once instead of awaiting a trainer
+	// that will never attach, and the trainer's command is left as it is
+	// (the launcher, not `ringside exec`, starts one process per slot).
+	ModeLauncher = "launcher"
 )
 
 // Names and paths the injection adds to a pod.
@@ -219,8 +227,8 @@ func settingsOf(pod *corev1.Pod, job, namespace string) (settings, error) {
 		return s, errors.New("the pod has no containers")
 	}
 	if m, ok := pod.Annotations[ModeAnnotation]; ok {
-		if m != ModeLive && m != ModeRestart {
-			errs = append(errs, fmt.Errorf("annotation %s is %q: want %s or %s", ModeAnnotation, m, ModeLive, ModeRestart))
+		if m != ModeLive && m != ModeRestart && m != ModeLauncher {
+			errs = append(errs, fmt.Errorf("annotation %s is %q: want %s, %s or %s", ModeAnnotation, m, ModeLive, ModeRestart, ModeLauncher))
 		}
 		s.mode = m
 	}
@@ -243,7 +251,7 @@ func settingsOf(pod *corev1.Pod, job, namespace string) (settings, error) {
 		}
 		s.slots = n
 	}
-	s.wrap = s.mode == ModeRestart || s.slots > 1
+	s.wrap = s.mode == ModeRestart || (s.mode == ModeLive && s.slots > 1)
 	if s.wrap && len(trainer.Command) == 0 {
 		errs = append(errs, fmt.Errorf("container %q has no command: %s runs it under ringside exec, so give the command in the pod spec (the image's entrypoint is not known here)", trainer.Name, launchWhy(s)))
 	}
@@ -325,6 +333,10 @@ func sidecar(s settings, cfg Config) corev1.Container {
 		"--nccl-conf-file=" + NCCLConfPath,
 		"--etcd-endpoints=" + strings.Join(cfg.EtcdEndpoints, ","),
 	}
+	// A live trainer attaches once it has started (imported torch, loaded
+	// its data), and the others need not wait for it meanwhile. A
+	// launcher's workers never attach: awaiting them would keep every
+	// member but the launcher's out of the ring for good.
 	if s.mode == ModeLive {
 		args = append(args, "--await-trainer")
 	}

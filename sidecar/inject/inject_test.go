@@ -68,6 +68,7 @@ func TestInjectGolden(t *testing.T) {
 		{"live.pod.yaml", DefaultConfig("ringside:test")},
 		{"restart.pod.yaml", secureConfig()},
 		{"gpus.pod.yaml", secureConfig()},
+		{"launcher.pod.yaml", DefaultConfig("ringside:test")},
 	} {
 		t.Run(tc.pod, func(t *testing.T) {
 			pod := readPod(t, tc.pod)
