@@ -13,7 +13,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
+
+	"github.com/ringside/ringside/coordinator/record"
 )
 
 // The pod's labels and annotations that ask for and shape the injection.
@@ -217,11 +220,13 @@ type settings struct {
 func settingsOf(pod *corev1.Pod, job, namespace string) (settings, error) {
 	s := settings{job: job, namespace: namespace, mode: ModeLive}
 	var errs []error
-	if job == "" {
-		errs = append(errs, fmt.Errorf("label %s is empty: it names the pod's ringside job", JobLabel))
+	if err := checkJobLabel(job); err != nil {
+		errs = append(errs, err)
 	}
 	if namespace == "" {
 		errs = append(errs, errors.New("the pod's namespace is unknown"))
+	} else if err := record.ValidateName("namespace", namespace); err != nil {
+		errs = append(errs, fmt.Errorf("the pod's namespace cannot name a ringside job's: %w", err))
 	}
 	if len(pod.Spec.Containers) == 0 {
 		return s, errors.New("the pod has no containers")
@@ -257,6 +262,24 @@ func settingsOf(pod *corev1.Pod, job, namespace string) (settings, error) {
 	}
 	s.uid = trainerUID(pod, trainer)
 	return s, errors.Join(errs...)
+}
+
+// checkJobLabel refuses a job label the sidecar's coordinator would not
+// take as a job name (its key prefix), or that is no Kubernetes label
+// value (the API server would refuse the pod after the webhook, with a
+// message that does not say what ringside needs).
+func checkJobLabel(job string) error {
+	var why []string
+	if err := record.ValidateName("job", job); err != nil {
+		why = append(why, "ringside refuses it as a job name: "+err.Error())
+	}
+	for _, msg := range validation.IsValidLabelValue(job) {
+		why = append(why, "it is not a Kubernetes label value: "+msg)
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return fmt.Errorf("label %s is %q, which cannot name the pod's ringside job: %s", JobLabel, job, strings.Join(why, "; "))
 }
 
 func launchWhy(s settings) string {
