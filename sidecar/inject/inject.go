@@ -163,8 +163,11 @@ func Inject(pod *corev1.Pod, namespace string, cfg Config) (*corev1.Pod, Skipped
 		return nil, NotOptedIn, nil
 	case pod.Annotations[InjectAnnotation] == "false":
 		return nil, OptedOut, nil
-	case pod.Annotations[InjectedAnnotation] != "" || hasOurSidecar(pod):
+	case pod.Annotations[InjectedAnnotation] != "":
 		return nil, AlreadyInjected, nil
+	}
+	if name, ok := sidecarOf(pod); ok {
+		return nil, "", fmt.Errorf("the pod already has a ringside sidecar (container %q) that the webhook did not inject (the pod has no %s annotation), and a second one would join the job as another member: remove it or the %s label", name, InjectedAnnotation, JobLabel)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, "", fmt.Errorf("injector settings: %w", err)
@@ -299,10 +302,27 @@ func trainerUID(pod *corev1.Pod, c corev1.Container) *int64 {
 	return nil
 }
 
-func hasOurSidecar(pod *corev1.Pod) bool {
-	return slices.ContainsFunc(pod.Spec.InitContainers, func(c corev1.Container) bool {
-		return c.Name == SidecarName && len(c.Args) > 0 && c.Args[0] == "sidecar"
-	})
+// sidecarOf names a container of pod that runs `ringside sidecar`: the
+// ringside image's entrypoint given the sidecar argument (as the webhook
+// writes it), or a command line that holds ringside then sidecar, also
+// inside a shell's script.
+func sidecarOf(pod *corev1.Pod) (string, bool) {
+	for _, c := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
+		if len(c.Command) == 0 && len(c.Args) > 0 && c.Args[0] == "sidecar" &&
+			(c.Name == SidecarName || strings.Contains(c.Image, "ringside")) {
+			return c.Name, true
+		}
+		var words []string
+		for _, arg := range slices.Concat(c.Command, c.Args) {
+			words = append(words, strings.Fields(arg)...)
+		}
+		for i := 1; i < len(words); i++ {
+			if words[i] == "sidecar" && path.Base(words[i-1]) == "ringside" {
+				return c.Name, true
+			}
+		}
+	}
+	return "", false
 }
 
 // checkConflicts refuses a pod whose names, mounts or ports the
