@@ -140,7 +140,7 @@ promtool:
 	CGO_ENABLED=0 $(GO) build -C internal/tools/promtool -trimpath -o $(CURDIR)/bin/promtool github.com/prometheus/prometheus/cmd/promtool
 
 ## image: the container image ringside:$(VERSION) (Dockerfile: a static
-## binary on distroless, non-root)
+## binary on scratch, non-root)
 VERSION ?= 0.1.0
 image:
 	docker build -t ringside:$(VERSION) .

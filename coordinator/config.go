@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/ringside/ringside/coordinator/record"
@@ -136,10 +135,8 @@ func (c Config) Prefix() string {
 func (c Config) Validate() error {
 	var errs []error
 	for what, v := range map[string]string{"namespace": c.Namespace, "job": c.Job} {
-		if v == "" {
-			errs = append(errs, fmt.Errorf("%s is empty", what))
-		} else if strings.ContainsAny(v, "/ \t\n") {
-			errs = append(errs, fmt.Errorf("%s %q contains '/' or whitespace", what, v))
+		if err := record.ValidateName(what, v); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if c.TTL < time.Second || c.TTL%time.Second != 0 {

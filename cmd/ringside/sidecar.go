@@ -115,7 +115,7 @@ RINGSIDE_ETCD_ENDPOINTS, and so on.`,
 	f.DurationVar(&cfg.Grace, "grace", cfg.Grace, "longest a drain waits for the generation without this member")
 	f.DurationVar(&cfg.StatusInterval, "status-interval", cfg.StatusInterval, "how often heartbeats are stored in etcd")
 	f.StringSliceVar(&cfg.DrainTaints, "drain-taints", cfg.DrainTaints, "node taints that start a drain")
-	f.BoolVar(&cfg.AwaitTrainer, "await-trainer", cfg.AwaitTrainer, "join pending and enter the ring when the trainer first asks for a rendezvous or the event stream, so a slowly starting trainer (importing torch, loading data) does not stall the others; leave off for Horovod (its launcher asks for the hosts, not each worker)")
+	f.BoolVar(&cfg.AwaitTrainer, "await-trainer", cfg.AwaitTrainer, "join pending and enter the ring when the trainer first asks for a rendezvous or the event stream, so a slowly starting trainer (importing torch, loading data) does not stall the others; leave off when the trainers never call the sidecar, as Horovod's (its launcher asks for the hosts, not each worker; the webhook's ringside.dev/mode: launcher)")
 	f.DurationVar(&cfg.TrainerTimeout, "trainer-timeout", cfg.TrainerTimeout, "a trainer without an open event stream is gone this long after its last heartbeat; its member then leaves the ring until the trainer is back (a trainer closing its event stream leaves at once)")
 	f.DurationVar(&cfg.TrainerStartGrace, "trainer-start-grace", cfg.TrainerStartGrace, "without --await-trainer: take the member out of the ring when its trainer has not attached this long after start (0: never)")
 	f.BoolVar(&cfg.NodeWatch, "node-watch", cfg.NodeWatch, "watch this pod's Node for termination taints (needs in-cluster credentials)")

@@ -33,13 +33,17 @@ container gets RINGSIDE_SOCKET. Pod annotations shape it:
 
   ringside.dev/inject: "false"     leave this pod alone
   ringside.dev/mode: restart       run the trainer's command under ringside exec
+  ringside.dev/mode: launcher      the trainers never call the sidecar (Horovod:
+                                   horovodrun with ringside discover-hosts);
+                                   the sidecar does not await them
   ringside.dev/slots: "8"          ranks in the pod (default: its nvidia.com/gpu limit)
   ringside.dev/container: trainer  the trainer container (default: the first)
 
 A pod whose settings conflict (a volume, port or container name the sidecar
-needs, restart mode without a command) is denied with a message saying
-which, or admitted untouched with --allow-on-error. The serving certificate
-is read again when its files change.`,
+needs, restart mode without a command, a job label that cannot name a job)
+is denied with a message saying which, or admitted untouched with
+--allow-on-error. The serving certificate is read again when its files
+change.`,
 		Example: `  ringside webhook --sidecar-image ringside:0.1.0 \
     --tls-cert-file /tls/tls.crt --tls-key-file /tls/tls.key \
     --etcd-endpoints https://ringside-etcd:2379 --etcd-tls-secret ringside-etcd-client \

@@ -1,6 +1,9 @@
 package record
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // The job's keys, relative to its Prefix.
 const (
@@ -25,6 +28,20 @@ const (
 // Prefix is the key prefix of job in namespace, ending in "/".
 func Prefix(namespace, job string) string {
 	return "/ringside/" + namespace + "/" + job + "/"
+}
+
+// ValidateName reports what is wrong with a namespace or job name (what
+// says which, for the message): each is one segment of Prefix, so it must
+// not be empty, and must hold no '/' (which would nest one job's keys in
+// another's) and no whitespace.
+func ValidateName(what, name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%s is empty", what)
+	case strings.ContainsAny(name, "/ \t\n"):
+		return fmt.Errorf("%s %q contains '/' or whitespace", what, name)
+	}
+	return nil
 }
 
 // idOf returns the last segment of a members/<id> or status/<id> key.

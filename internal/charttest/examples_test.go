@@ -3,6 +3,7 @@ package charttest
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,14 +18,16 @@ import (
 // TestTheExamplesWorkWithTheChart decodes every manifest of examples/k8s
 // strictly and checks what the chart relies on: the namespace opted in,
 // every StatefulSet Parallel, its pods labelled with their job and
-// injectable by the webhook's defaults without a conflict, every
-// ElasticScaler aimed at a StatefulSet of the same job.
+// injectable by the webhook's defaults without a conflict, its sidecar
+// awaiting the trainer only where the trainer calls it (awaitsTrainer),
+// every ElasticScaler aimed at a StatefulSet of the same job.
 func TestTheExamplesWorkWithTheChart(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(RepoRoot(t), "examples", "k8s", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests in examples/k8s: %v", err)
 	}
-	jobs := map[string]string{} // StatefulSet -> job
+	jobs := map[string]string{}  // StatefulSet -> job
+	checked := map[string]bool{} // files whose workers were injected
 	var scalers []*v1alpha1.ElasticScaler
 	optedIn := false
 	for _, f := range files {
@@ -60,10 +63,16 @@ func TestTheExamplesWorkWithTheChart(t *testing.T) {
 				optedIn = o.Labels[inject.NamespaceLabel] == "enabled"
 			case *appsv1.StatefulSet:
 				checkWorkers(t, filepath.Base(f), o)
+				checked[filepath.Base(f)] = true
 				jobs[o.Name] = o.Spec.Template.Labels[inject.JobLabel]
 			case *v1alpha1.ElasticScaler:
 				scalers = append(scalers, o)
 			}
+		}
+	}
+	for file := range awaitsTrainer {
+		if !checked[file] {
+			t.Errorf("examples/k8s/%s has no StatefulSet of workers", file)
 		}
 	}
 	if !optedIn {
@@ -80,6 +89,17 @@ func TestTheExamplesWorkWithTheChart(t *testing.T) {
 	}
 }
 
+// awaitsTrainer says, for each example's workers, whether their sidecar
+// waits for the trainer's first call before it enters the ring: the live
+// PyTorch trainer makes that call, Horovod's workers never do (only
+// horovodrun's host discovery reads the membership), so awaiting them
+// would keep the ring from forming.
+var awaitsTrainer = map[string]bool{
+	"pytorch-live.yaml":    true,
+	"pytorch-restart.yaml": false,
+	"horovod.yaml":         false,
+}
+
 func checkWorkers(t *testing.T, file string, s *appsv1.StatefulSet) {
 	t.Helper()
 	if s.Spec.PodManagementPolicy != appsv1.ParallelPodManagement {
@@ -91,6 +111,19 @@ func checkWorkers(t *testing.T, file string, s *appsv1.StatefulSet) {
 	}
 	out, skipped, err := inject.Inject(pod, s.Namespace, inject.DefaultConfig("ringside:0.1.0"))
 	if err != nil || skipped != "" || out == nil {
-		t.Errorf("%s: StatefulSet %s's pods are not injected (skipped %q): %v", file, s.Name, skipped, err)
+		t.Fatalf("%s: StatefulSet %s's pods are not injected (skipped %q): %v", file, s.Name, skipped, err)
+	}
+	want, known := awaitsTrainer[file]
+	if !known {
+		t.Errorf("%s: StatefulSet %s: say in awaitsTrainer whether its trainer calls the sidecar", file, s.Name)
+		return
+	}
+	i := slices.IndexFunc(out.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == inject.SidecarName })
+	if i < 0 {
+		t.Fatalf("%s: StatefulSet %s's injected pods have no %s init container", file, s.Name, inject.SidecarName)
+	}
+	if got := slices.Contains(out.Spec.InitContainers[i].Args, "--await-trainer"); got != want {
+		t.Errorf("%s: StatefulSet %s's sidecar awaits its trainer: %v, want %v (annotation %s is %q)",
+			file, s.Name, got, want, inject.ModeAnnotation, pod.Annotations[inject.ModeAnnotation])
 	}
 }

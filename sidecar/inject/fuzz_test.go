@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -16,7 +17,7 @@ import (
 // AdmissionReview whose response carries the request's UID, and a patch
 // only when it allows; it never panics.
 func FuzzAdmissionReview(f *testing.F) {
-	for _, name := range []string{"live.pod.yaml", "restart.pod.yaml", "gpus.pod.yaml"} {
+	for _, name := range []string{"live.pod.yaml", "restart.pod.yaml", "gpus.pod.yaml", "launcher.pod.yaml"} {
 		raw, err := os.ReadFile("testdata/" + name)
 		if err != nil {
 			f.Fatal(err)
@@ -28,6 +29,13 @@ func FuzzAdmissionReview(f *testing.F) {
 		f.Add(review("CREATE", pod))
 	}
 	f.Add(review("CREATE", []byte(`{"metadata":{"labels":{"ringside.dev/job":""}},"spec":{"containers":[]}}`)))
+	for _, job := range []string{"team/llama", "llama 7b", "-llama", strings.Repeat("j", 64), "llama\n"} {
+		pod, _ := json.Marshal(map[string]any{
+			"metadata": map[string]any{"labels": map[string]string{JobLabel: job}},
+			"spec":     map[string]any{"containers": []map[string]any{{"name": "t", "image": "x", "command": []string{"x"}}}},
+		})
+		f.Add(review("CREATE", pod))
+	}
 	f.Add(review("UPDATE", []byte(`{}`)))
 	f.Add([]byte(`{"request":null}`))
 	f.Add([]byte(`not json`))

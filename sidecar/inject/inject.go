@@ -13,7 +13,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
+
+	"github.com/ringside/ringside/coordinator/record"
 )
 
 // The pod's labels and annotations that ask for and shape the injection.
@@ -24,8 +27,11 @@ const (
 	// InjectAnnotation "false" opts a pod out.
 	InjectAnnotation = "ringside.dev/inject"
 	// ModeAnnotation is live (the default: the trainer follows the
-	// generations itself through the Python client) or restart (its
-	// command runs under `ringside exec`, restarted on every generation).
+	// generations itself through the Python client), restart (its
+	// command runs under `ringside exec`, restarted on every generation)
+	// or launcher (a launcher such as horovodrun starts the training
+	// processes from the membership `ringside discover-hosts` prints; the
+	// trainers never call the sidecar).
 	ModeAnnotation = "ringside.dev/mode"
 	// SlotsAnnotation is the number of trainer processes (ranks) in the
 	// pod; by default the trainer container's nvidia.com/gpu limit, or 1.
@@ -45,6 +51,11 @@ const (
 const (
 	ModeLive    = "live"
 	ModeRestart = "restart"
+	// ModeLauncher is for jobs whose trainers do not talk to the sidecar:
+	// the sidecar joins the ring at once instead of awaiting a trainer
+	// that will never attach, and the trainer's command is left as it is
+	// (the launcher, not `ringside exec`, starts one process per slot).
+	ModeLauncher = "launcher"
 )
 
 // Names and paths the injection adds to a pod.
@@ -152,8 +163,11 @@ func Inject(pod *corev1.Pod, namespace string, cfg Config) (*corev1.Pod, Skipped
 		return nil, NotOptedIn, nil
 	case pod.Annotations[InjectAnnotation] == "false":
 		return nil, OptedOut, nil
-	case pod.Annotations[InjectedAnnotation] != "" || hasOurSidecar(pod):
+	case pod.Annotations[InjectedAnnotation] != "":
 		return nil, AlreadyInjected, nil
+	}
+	if name, ok := sidecarOf(pod); ok {
+		return nil, "", fmt.Errorf("the pod already has a ringside sidecar (container %q) that the webhook did not inject (the pod has no %s annotation), and a second one would join the job as another member: remove it or the %s label", name, InjectedAnnotation, JobLabel)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, "", fmt.Errorf("injector settings: %w", err)
@@ -209,18 +223,20 @@ type settings struct {
 func settingsOf(pod *corev1.Pod, job, namespace string) (settings, error) {
 	s := settings{job: job, namespace: namespace, mode: ModeLive}
 	var errs []error
-	if job == "" {
-		errs = append(errs, fmt.Errorf("label %s is empty: it names the pod's ringside job", JobLabel))
+	if err := checkJobLabel(job); err != nil {
+		errs = append(errs, err)
 	}
 	if namespace == "" {
 		errs = append(errs, errors.New("the pod's namespace is unknown"))
+	} else if err := record.ValidateName("namespace", namespace); err != nil {
+		errs = append(errs, fmt.Errorf("the pod's namespace cannot name a ringside job's: %w", err))
 	}
 	if len(pod.Spec.Containers) == 0 {
 		return s, errors.New("the pod has no containers")
 	}
 	if m, ok := pod.Annotations[ModeAnnotation]; ok {
-		if m != ModeLive && m != ModeRestart {
-			errs = append(errs, fmt.Errorf("annotation %s is %q: want %s or %s", ModeAnnotation, m, ModeLive, ModeRestart))
+		if m != ModeLive && m != ModeRestart && m != ModeLauncher {
+			errs = append(errs, fmt.Errorf("annotation %s is %q: want %s, %s or %s", ModeAnnotation, m, ModeLive, ModeRestart, ModeLauncher))
 		}
 		s.mode = m
 	}
@@ -243,12 +259,30 @@ func settingsOf(pod *corev1.Pod, job, namespace string) (settings, error) {
 		}
 		s.slots = n
 	}
-	s.wrap = s.mode == ModeRestart || s.slots > 1
+	s.wrap = s.mode == ModeRestart || (s.mode == ModeLive && s.slots > 1)
 	if s.wrap && len(trainer.Command) == 0 {
 		errs = append(errs, fmt.Errorf("container %q has no command: %s runs it under ringside exec, so give the command in the pod spec (the image's entrypoint is not known here)", trainer.Name, launchWhy(s)))
 	}
 	s.uid = trainerUID(pod, trainer)
 	return s, errors.Join(errs...)
+}
+
+// checkJobLabel refuses a job label the sidecar's coordinator would not
+// take as a job name (its key prefix), or that is no Kubernetes label
+// value (the API server would refuse the pod after the webhook, with a
+// message that does not say what ringside needs).
+func checkJobLabel(job string) error {
+	var why []string
+	if err := record.ValidateName("job", job); err != nil {
+		why = append(why, "ringside refuses it as a job name: "+err.Error())
+	}
+	for _, msg := range validation.IsValidLabelValue(job) {
+		why = append(why, "it is not a Kubernetes label value: "+msg)
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return fmt.Errorf("label %s is %q, which cannot name the pod's ringside job: %s", JobLabel, job, strings.Join(why, "; "))
 }
 
 func launchWhy(s settings) string {
@@ -268,10 +302,27 @@ func trainerUID(pod *corev1.Pod, c corev1.Container) *int64 {
 	return nil
 }
 
-func hasOurSidecar(pod *corev1.Pod) bool {
-	return slices.ContainsFunc(pod.Spec.InitContainers, func(c corev1.Container) bool {
-		return c.Name == SidecarName && len(c.Args) > 0 && c.Args[0] == "sidecar"
-	})
+// sidecarOf names a container of pod that runs `ringside sidecar`: the
+// ringside image's entrypoint given the sidecar argument (as the webhook
+// writes it), or a command line that holds ringside then sidecar, also
+// inside a shell's script.
+func sidecarOf(pod *corev1.Pod) (string, bool) {
+	for _, c := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
+		if len(c.Command) == 0 && len(c.Args) > 0 && c.Args[0] == "sidecar" &&
+			(c.Name == SidecarName || strings.Contains(c.Image, "ringside")) {
+			return c.Name, true
+		}
+		var words []string
+		for _, arg := range slices.Concat(c.Command, c.Args) {
+			words = append(words, strings.Fields(arg)...)
+		}
+		for i := 1; i < len(words); i++ {
+			if words[i] == "sidecar" && path.Base(words[i-1]) == "ringside" {
+				return c.Name, true
+			}
+		}
+	}
+	return "", false
 }
 
 // checkConflicts refuses a pod whose names, mounts or ports the
@@ -325,6 +376,10 @@ func sidecar(s settings, cfg Config) corev1.Container {
 		"--nccl-conf-file=" + NCCLConfPath,
 		"--etcd-endpoints=" + strings.Join(cfg.EtcdEndpoints, ","),
 	}
+	// A live trainer attaches once it has started (imported torch, loaded
+	// its data), and the others need not wait for it meanwhile. A
+	// launcher's workers never attach: awaiting them would keep every
+	// member but the launcher's out of the ring for good.
 	if s.mode == ModeLive {
 		args = append(args, "--await-trainer")
 	}

@@ -3,6 +3,7 @@ package inject
 import (
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -68,6 +70,7 @@ func TestInjectGolden(t *testing.T) {
 		{"live.pod.yaml", DefaultConfig("ringside:test")},
 		{"restart.pod.yaml", secureConfig()},
 		{"gpus.pod.yaml", secureConfig()},
+		{"launcher.pod.yaml", DefaultConfig("ringside:test")},
 	} {
 		t.Run(tc.pod, func(t *testing.T) {
 			pod := readPod(t, tc.pod)
@@ -147,6 +150,62 @@ func TestPodsLeftAlone(t *testing.T) {
 	}
 }
 
+// A pod that runs a ringside sidecar the webhook did not inject is
+// refused (a second sidecar would be a second member), while one the
+// webhook injected, which carries its annotation, is left as it is.
+func TestASidecarNotInjectedIsRefused(t *testing.T) {
+	cfg := DefaultConfig("ringside:test")
+	injected, _, err := Inject(readPod(t, "live.pod.yaml"), "team-a", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if patch, skipped, err := Patch(injected, "team-a", cfg); err != nil || patch != nil || skipped != AlreadyInjected {
+		t.Errorf("the injected pod: patch %s, skipped %q, err %v; want none, %q", patch, skipped, err, AlreadyInjected)
+	}
+	unmarked := injected.DeepCopy()
+	delete(unmarked.Annotations, InjectedAnnotation)
+	const want = "already has a ringside sidecar"
+	for _, tc := range []struct {
+		name    string
+		pod     *corev1.Pod
+		sidecar string
+	}{
+		{"the webhook's sidecar without its annotation", unmarked, SidecarName},
+		{"an init container running ringside sidecar", withContainer(t, true, corev1.Container{
+			Name: "membership", Image: "example.com/tools:1", Command: []string{"/usr/local/bin/ringside", "sidecar", "--job=llama"}, RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+		}), "membership"},
+		{"the ringside image given the sidecar argument", withContainer(t, false, corev1.Container{
+			Name: "agent", Image: "registry.example.com/ringside:0.1.0", Args: []string{"sidecar", "--job=llama"},
+		}), "agent"},
+		{"a shell that runs ringside sidecar", withContainer(t, false, corev1.Container{
+			Name: "agent", Image: "example.com/tools:1", Command: []string{"/bin/sh", "-c", "exec ringside sidecar --job=llama"},
+		}), "agent"},
+	} {
+		patch, _, err := Patch(tc.pod, "team-a", cfg)
+		if err == nil || patch != nil || !strings.Contains(err.Error(), want) ||
+			!strings.Contains(err.Error(), fmt.Sprintf("container %q", tc.sidecar)) || !strings.Contains(err.Error(), "remove it or the ringside.dev/job label") {
+			t.Errorf("%s: patch %s, err %v; want refused, naming container %q and saying %q", tc.name, patch, err, tc.sidecar, want)
+		}
+	}
+	other := withContainer(t, false, corev1.Container{Name: "logger", Image: "example.com/logger:1", Args: []string{"sidecar"}})
+	if _, _, err := Inject(other, "team-a", cfg); err != nil {
+		t.Errorf("a container of another image with the argument sidecar: %v, want injected", err)
+	}
+}
+
+// withContainer is live.pod.yaml with c added to its init containers or
+// its containers.
+func withContainer(t *testing.T, init bool, c corev1.Container) *corev1.Pod {
+	t.Helper()
+	pod := readPod(t, "live.pod.yaml")
+	if init {
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, c)
+	} else {
+		pod.Spec.Containers = append(pod.Spec.Containers, c)
+	}
+	return pod
+}
+
 // A pod whose settings conflict with the injection is refused with a
 // message naming the conflict.
 func TestConflictsAreRefused(t *testing.T) {
@@ -156,7 +215,11 @@ func TestConflictsAreRefused(t *testing.T) {
 		mutate func(*corev1.Pod)
 		want   string
 	}{
-		{"empty job", func(p *corev1.Pod) { p.Labels[JobLabel] = "" }, "label ringside.dev/job is empty"},
+		{"empty job", func(p *corev1.Pod) { p.Labels[JobLabel] = "" }, `label ringside.dev/job is "", which cannot name the pod's ringside job: ringside refuses it as a job name: job is empty`},
+		{"a job with a slash", func(p *corev1.Pod) { p.Labels[JobLabel] = "team/llama" }, `label ringside.dev/job is "team/llama", which cannot name the pod's ringside job: ringside refuses it as a job name: job "team/llama" contains '/' or whitespace; it is not a Kubernetes label value`},
+		{"a job with a space", func(p *corev1.Pod) { p.Labels[JobLabel] = "llama 7b" }, `job "llama 7b" contains '/' or whitespace`},
+		{"a job too long for a label", func(p *corev1.Pod) { p.Labels[JobLabel] = strings.Repeat("j", 64) }, "it is not a Kubernetes label value: must be no more than 63 bytes"},
+		{"a job that starts with a dash", func(p *corev1.Pod) { p.Labels[JobLabel] = "-llama" }, `label ringside.dev/job is "-llama", which cannot name the pod's ringside job: it is not a Kubernetes label value: a valid label must be`},
 		{"a container named ringside", func(p *corev1.Pod) {
 			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "ringside", Image: "x"})
 		}, `already has a container named "ringside"`},
@@ -188,6 +251,10 @@ func TestConflictsAreRefused(t *testing.T) {
 		if err == nil || patch != nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: patch %s, err %v; want refused naming %q", tc.name, patch, err, tc.want)
 		}
+	}
+	patch, _, err := Patch(readPod(t, "live.pod.yaml"), "team a", cfg)
+	if want := `namespace "team a" contains '/' or whitespace`; err == nil || patch != nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a namespace the coordinator refuses: patch %s, err %v; want refused naming %q", patch, err, want)
 	}
 }
 

@@ -50,6 +50,11 @@ func TestTheWebhookAnswers(t *testing.T) {
 	if r.Allowed || r.Result == nil || !strings.Contains(r.Result.Message, `container named "ringside"`) {
 		t.Errorf("a conflicting pod: %+v, want denied naming the conflict", r)
 	}
+	badJob := bytes.Replace(opted, []byte(`"ringside.dev/job":"j"`), []byte(`"ringside.dev/job":"team/j"`), 1)
+	r, _ = admit(t, h, review("CREATE", badJob))
+	if r.Allowed || r.Result == nil || !strings.Contains(r.Result.Message, `label ringside.dev/job is "team/j"`) {
+		t.Errorf("a job label ringside refuses: %+v, want denied naming the label and its value", r)
+	}
 	r, _ = admit(t, lenient, review("CREATE", conflicting))
 	if !r.Allowed || r.Patch != nil || len(r.Warnings) != 1 {
 		t.Errorf("a conflicting pod, allowed on error: %+v, want allowed untouched with a warning", r)
@@ -60,7 +65,7 @@ func TestTheWebhookAnswers(t *testing.T) {
 	if r, _ := admit(t, h, review("CREATE", []byte(`{"spec":{"containers":"no"}}`))); r.Allowed || !strings.Contains(r.Result.Message, "does not decode") {
 		t.Errorf("a pod that does not decode: %+v, want denied", r)
 	}
-	want := []string{"injected", "skipped", "skipped", "skipped", "denied", "invalid", "invalid"}
+	want := []string{"injected", "skipped", "skipped", "skipped", "denied", "denied", "invalid", "invalid"}
 	if strings.Join(results, ",") != strings.Join(want, ",") {
 		t.Errorf("observed %v, want %v", results, want)
 	}

@@ -4,7 +4,9 @@
 // Helm chart installed, the PyTorch example applied, and then, on screen:
 // pods injected and training, a pod deleted (its member drains, no step is
 // lost), a worker process killed (the job resumes), the ElasticScaler
-// growing the job. It ends by itself, exit 0, and cleans up after itself.
+// growing the job. It ends by itself and cleans up after itself: exit 0
+// when every check held, exit 1 with the reason when one did not (a pod
+// not injected, a committed step lost, the job not growing).
 //
 // It needs root (the pods' network namespaces) and a Go toolchain; the
 // first run builds the control plane and helm (about 20 minutes on 2
@@ -17,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -105,12 +108,9 @@ func run(ctx context.Context) error {
 	if err := d.waitWorld(ctx, 2, 5*time.Minute); err != nil {
 		return err
 	}
-	p, err := d.env.Client.CoreV1().Pods(d.ns).Get(ctx, d.job+"-0", metav1.GetOptions{})
-	if err != nil {
+	if err := d.injected(ctx, 2); err != nil {
 		return err
 	}
-	d.say("pod %s was injected by the webhook: init containers %v (the sidecar, a native sidecar), annotation %s=%s",
-		p.Name, names(p.Spec.InitContainers), inject.InjectedAnnotation, p.Annotations[inject.InjectedAnnotation])
 	if err := d.views(ctx); err != nil {
 		return err
 	}
@@ -125,9 +125,12 @@ func run(ctx context.Context) error {
 	}
 	lost, _, err := d.watchFault(ctx, 2, before)
 	if err != nil {
-		return err
+		return fmt.Errorf("after deleting pod %s-1: %w", d.job, err)
 	}
-	d.say("drained and back to 2 workers: %d committed steps lost (the job's step went on from %d, never back)", lost, before)
+	if lost != 0 {
+		return fmt.Errorf("the drain of pod %s-1 lost %d committed steps (the job's step went back from at least %d), want 0", d.job, lost, before)
+	}
+	d.say("drained and back to 2 workers: 0 committed steps lost (the job's step went on from %d, never back)", before)
 
 	d.say("kill -9 the trainer process of %s-0 (as an OOM kill does; its sidecar lives on)", d.job)
 	if before, err = d.step(ctx); err != nil {
@@ -139,33 +142,67 @@ func run(ctx context.Context) error {
 	}
 	lost, back, err := d.watchFault(ctx, 2, before)
 	if err != nil {
-		return err
+		return fmt.Errorf("after killing the trainer of %s-0: %w", d.job, err)
 	}
-	d.say("the survivor trained on alone, then 2 workers again %s after the kill (the container restarted, its trainer rejoined); %d committed steps lost",
-		back.Sub(t0).Round(time.Millisecond), lost)
+	if lost != 0 {
+		return fmt.Errorf("killing the trainer of %s-0 lost %d committed steps, want 0", d.job, lost)
+	}
+	d.say("the survivor trained on alone, then 2 workers again %s after the kill (the container restarted, its trainer rejoined); 0 committed steps lost",
+		back.Sub(t0).Round(time.Millisecond))
 	if err := d.views(ctx); err != nil {
 		return err
 	}
 
 	d.say("the ElasticScaler measures throughput at each size and grows the job while one more worker adds at least half a worker's goodput")
+	var world int
 	grown := e2e.Poll(ctx, 4*time.Minute, func() (bool, error) {
 		s, err := jobstatus.Read(ctx, d.env.EtcdClient, d.ns, d.job)
+		if err == nil {
+			world = s.WorldSize
+		}
 		return err == nil && s.WorldSize > 2 && !s.Paused, err
 	})
 	es, err := d.env.Scaler(ctx, d.ns, d.job)
 	if err != nil {
 		return err
 	}
-	if grown != nil {
-		c := meta.FindStatusCondition(es.Status.Conditions, v1alpha1.ScalingActive)
-		d.say("the job did not grow within 4 minutes: %v (ScalingActive: %+v)", grown, c)
-	} else {
-		d.say("grown to %d workers", es.Status.DesiredReplicas)
-	}
-	if err := d.views(ctx); err != nil {
+	// The views show why a job did not grow; its failing matters less.
+	if err := d.views(ctx); err != nil && grown == nil {
 		return err
 	}
+	if grown != nil {
+		c := meta.FindStatusCondition(es.Status.Conditions, v1alpha1.ScalingActive)
+		return fmt.Errorf("the job did not grow past 2 workers within 4 minutes: %w (ScalingActive: %+v)", grown, c)
+	}
+	if err := d.injected(ctx, world); err != nil {
+		return err
+	}
+	d.say("grown to %d workers (the ElasticScaler wants %d)", world, es.Status.DesiredReplicas)
 	d.say("done: ringside's sidecars, webhook and controller ran on a real control plane; cleaning up")
+	return nil
+}
+
+// injected checks that the job has at least n pods and that the webhook
+// injected every one of them: its annotation, and the sidecar as a native
+// sidecar (an init container that restarts always).
+func (d *demo) injected(ctx context.Context, n int) error {
+	pods, err := d.env.Client.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{LabelSelector: inject.JobLabel + "=" + d.job})
+	if err != nil {
+		return err
+	}
+	if len(pods.Items) < n {
+		return fmt.Errorf("job %s has %d pods, want at least %d", d.job, len(pods.Items), n)
+	}
+	for _, p := range pods.Items {
+		i := slices.IndexFunc(p.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == inject.SidecarName })
+		native := i >= 0 && p.Spec.InitContainers[i].RestartPolicy != nil && *p.Spec.InitContainers[i].RestartPolicy == corev1.ContainerRestartPolicyAlways
+		if p.Annotations[inject.InjectedAnnotation] == "" || !native {
+			return fmt.Errorf("pod %s was not injected by the webhook: annotation %s=%q, init containers %v, want the annotation and a native sidecar %q",
+				p.Name, inject.InjectedAnnotation, p.Annotations[inject.InjectedAnnotation], names(p.Spec.InitContainers), inject.SidecarName)
+		}
+		d.say("pod %s was injected by the webhook: init containers %v (the sidecar, a native sidecar), annotation %s=%s",
+			p.Name, names(p.Spec.InitContainers), inject.InjectedAnnotation, p.Annotations[inject.InjectedAnnotation])
+	}
 	return nil
 }
 
