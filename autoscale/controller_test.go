@@ -72,6 +72,41 @@ ringside_autoscale_is_leader 0
 	}
 }
 
+// The throughput and goodput gauges are the status's averages at the
+// job's current size once a sync measured it there; a job whose
+// heartbeats are stale has none.
+func TestTheMetricsTellTheThroughputAndGoodputAtTheCurrentSize(t *testing.T) {
+	etcd := startEtcd(t)
+	gns := 110.0
+	seedJob(t, etcd, "steady", 4, worker{id: "w0", samplesPerSec: 100, gns: &gns}, worker{id: "w1", samplesPerSec: 120, gns: &gns})
+	seedJob(t, etcd, "stale", 2, worker{id: "w0", samplesPerSec: 100}, worker{id: "w1", samplesPerSec: 90, age: time.Minute})
+	// A reading at one worker (older than the heartbeats, so that they are
+	// folded in) makes the batch at two less efficient per sample:
+	// (gns + 55) / (gns + 110) = 0.75 at 55 samples per worker and step
+	// (each worker's rate times its 0.5 s step).
+	atOne := []v1alpha1.WorldSizeThroughput{{WorldSize: 1, SamplesPerSecond: 120, Goodput: 120, Observations: 3,
+		LastObservedTime: metav1.NewTime(time.Now().Add(-time.Minute))}}
+	f := newFixture(t, etcd, scaler("steady", func(es *v1alpha1.ElasticScaler) { es.Status.Throughput = atOne }), scaler("stale"))
+	for _, job := range []string{"steady", "stale"} {
+		f.target(job+"-workers", 2)
+		if err := f.sync(job); err != nil {
+			t.Fatalf("%s: %v", job, err)
+		}
+	}
+	want := `
+# HELP ringside_autoscale_throughput_samples_per_second The job's throughput at its current world size, as an ElasticScaler's status averages it; absent while none is measured there recently.
+# TYPE ringside_autoscale_throughput_samples_per_second gauge
+ringside_autoscale_throughput_samples_per_second{name="steady",namespace="team"} 220
+# HELP ringside_autoscale_goodput_samples_per_second The job's goodput at its current world size (throughput times the statistical efficiency of its batch), as an ElasticScaler's status holds it; absent while none is measured there recently.
+# TYPE ringside_autoscale_goodput_samples_per_second gauge
+ringside_autoscale_goodput_samples_per_second{name="steady",namespace="team"} 165
+`
+	if err := testutil.GatherAndCompare(f.reg, strings.NewReader(want),
+		"ringside_autoscale_throughput_samples_per_second", "ringside_autoscale_goodput_samples_per_second"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // leaseTimes are short, so that a hand-over takes about a second.
 func leaseTimes(id string) LeaderElection {
 	l := DefaultLeaderElection()

@@ -253,6 +253,8 @@ type worker struct {
 	// age is how old its heartbeat is; none: it has stored none.
 	age  time.Duration
 	none bool
+	// gns is the gradient noise scale it reports (nil: none).
+	gns *float64
 }
 
 // seedJob writes a job the way its sidecars and leader do: a member
@@ -284,7 +286,7 @@ func seedJob(t *testing.T, etcd *clientv3.Client, job string, gen int64, workers
 			beatGen = gen
 		}
 		put(record.StatusDir+w.id, record.Status{Step: 10, Samples: 640, SamplesPerSec: w.samplesPerSec, StepTimeS: 0.5,
-			StepTimeP50S: 0.5, Generation: beatGen, Time: time.Now().Add(-w.age)})
+			StepTimeP50S: 0.5, Generation: beatGen, Time: time.Now().Add(-w.age), GNS: w.gns})
 	}
 	if gen > 0 {
 		g.WorldSize, g.MasterAddr = len(workers), "10.0.0.1"

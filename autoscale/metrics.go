@@ -10,6 +10,8 @@ type metrics struct {
 	syncs        *prometheus.CounterVec
 	syncDuration prometheus.Histogram
 	desired      *prometheus.GaugeVec
+	throughput   *prometheus.GaugeVec
+	goodput      *prometheus.GaugeVec
 	scaleEvents  *prometheus.CounterVec
 	isLeader     prometheus.Gauge
 	queue        workqueue.MetricsProvider
@@ -42,6 +44,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "ringside_autoscale_desired_replicas",
 			Help: "The replicas an ElasticScaler last decided for its target.",
 		}, []string{"namespace", "name"}),
+		throughput: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ringside_autoscale_throughput_samples_per_second",
+			Help: "The job's throughput at its current world size, as an ElasticScaler's status averages it; absent while none is measured there recently.",
+		}, []string{"namespace", "name"}),
+		goodput: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "ringside_autoscale_goodput_samples_per_second",
+			Help: "The job's goodput at its current world size (throughput times the statistical efficiency of its batch), as an ElasticScaler's status holds it; absent while none is measured there recently.",
+		}, []string{"namespace", "name"}),
 		scaleEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ringside_autoscale_scale_events_total",
 			Help: "Changes of a target's replicas the controller made, by direction (up or down).",
@@ -55,7 +65,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.syncs.WithLabelValues(resultError)
 	m.scaleEvents.WithLabelValues("up")
 	m.scaleEvents.WithLabelValues("down")
-	reg.MustRegister(m.syncs, m.syncDuration, m.desired, m.scaleEvents, m.isLeader)
+	reg.MustRegister(m.syncs, m.syncDuration, m.desired, m.throughput, m.goodput, m.scaleEvents, m.isLeader)
 	m.queue = newQueueMetrics(reg)
 	return m
 }

@@ -228,15 +228,22 @@ func recommend(in Input, p params) proposal {
 }
 
 // measuredNow says whether the throughput history has a positive, recent
-// reading at the job's current size: readings of zero are never recorded,
-// so a job that stalls ages out here.
+// reading at the job's current size.
 func measuredNow(in Input) bool {
+	_, ok := currentThroughput(in)
+	return ok
+}
+
+// currentThroughput is the throughput history's entry at the job's current
+// size, if it holds a positive reading taken within StaleStatusAfter:
+// readings of zero are never recorded, so a job that stalls ages out here.
+func currentThroughput(in Input) (v1alpha1.WorldSizeThroughput, bool) {
 	for _, h := range in.Throughput {
 		if h.WorldSize == in.Workers && finitePositive(h.SamplesPerSecond) && finitePositive(h.Goodput) {
-			return in.Now.Sub(h.LastObservedTime.Time) <= StaleStatusAfter
+			return h, in.Now.Sub(h.LastObservedTime.Time) <= StaleStatusAfter
 		}
 	}
-	return false
+	return v1alpha1.WorldSizeThroughput{}, false
 }
 
 // byMarginalEfficiency grows by a unit while its marginal efficiency is

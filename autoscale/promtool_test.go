@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,12 +14,14 @@ import (
 
 // The controller's /metrics (the handler and registry Run serves) keeps
 // Prometheus' conventions (promtool check metrics). A running controller
-// that rescales a target gives the labelled metrics, the workqueue's
-// among them, their samples: a vector without any is not in the
-// exposition, and so not checked.
+// that measures a job and rescales its target gives the labelled metrics,
+// the workqueue's among them, their samples: a vector without any is not
+// in the exposition, and so not checked.
 func TestTheControllersMetricsPassPromtool(t *testing.T) {
 	promcheck.Promtool(t) // build (or skip) before starting anything
-	f := newFixture(t, startEtcd(t), scaler("lint", func(es *v1alpha1.ElasticScaler) { es.Spec.MinReplicas = 2 }))
+	etcd := startEtcd(t)
+	seedJob(t, etcd, "lint", 1, worker{id: "w0", samplesPerSec: 100})
+	f := newFixture(t, etcd, scaler("lint", func(es *v1alpha1.ElasticScaler) { es.Spec.MinReplicas = 2 }))
 	f.target("lint-workers", 1)
 	rescaled := f.rescaled()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -43,6 +46,11 @@ func TestTheControllersMetricsPassPromtool(t *testing.T) {
 	f.c.handler(f.reg, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("GET /metrics = %d: %s", rec.Code, rec.Body)
+	}
+	for _, name := range []string{"ringside_autoscale_throughput_samples_per_second", "ringside_autoscale_goodput_samples_per_second"} {
+		if !strings.Contains(rec.Body.String(), name+"{") {
+			t.Errorf("/metrics has no sample of %s to check", name)
+		}
 	}
 	promcheck.Check(t, rec.Body.Bytes())
 }

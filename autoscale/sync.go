@@ -56,6 +56,8 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	if apierrors.IsNotFound(err) {
 		c.history.forget(key)
 		c.metrics.desired.DeleteLabelValues(ns, name)
+		c.metrics.throughput.DeleteLabelValues(ns, name)
+		c.metrics.goodput.DeleteLabelValues(ns, name)
 		return nil
 	}
 	if err != nil {
@@ -122,6 +124,8 @@ func (s *scalerSync) run(ctx context.Context) error {
 		s.condition(v1alpha1.ScalingActive, metav1.ConditionFalse, ReasonFailedDecide, err.Error(), corev1.EventTypeWarning)
 		return errors.Join(err, s.writeStatus(ctx))
 	}
+	in.Throughput = es.Status.Throughput
+	s.measured(in)
 	c.history.addRecommendation(s.key, Recommendation{Time: s.now, Replicas: d.Recommendation})
 	desired := max(es.Spec.MinReplicas, min(es.Spec.MaxReplicas, d.Desired))
 	if desired != d.Desired {
@@ -208,6 +212,22 @@ func (s *scalerSync) decided(d Decision, desired int32) {
 		s.condition(v1alpha1.ScalingLimited, metav1.ConditionFalse, ReasonWithinRange, "the desired size is within range", "")
 	}
 	s.c.metrics.desired.WithLabelValues(es.Namespace, es.Name).Set(float64(desired))
+}
+
+// measured exports the throughput and goodput the history holds at the
+// job's current size, or drops them while it holds no recent reading
+// there: a stalled or resizing job has no throughput to show, and a stale
+// one would pass for it.
+func (s *scalerSync) measured(in Input) {
+	ns, name := s.es.Namespace, s.es.Name
+	h, ok := currentThroughput(in)
+	if !ok {
+		s.c.metrics.throughput.DeleteLabelValues(ns, name)
+		s.c.metrics.goodput.DeleteLabelValues(ns, name)
+		return
+	}
+	s.c.metrics.throughput.WithLabelValues(ns, name).Set(h.SamplesPerSecond)
+	s.c.metrics.goodput.WithLabelValues(ns, name).Set(h.Goodput)
 }
 
 // condition sets a condition of the status; when it changed and

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -230,14 +231,18 @@ func TestADeletedScalerIsForgotten(t *testing.T) {
 	f := newFixture(t, startEtcd(t))
 	f.c.history.addRecommendation(testNS+"/gone", Recommendation{Time: time.Now(), Replicas: 3})
 	f.c.metrics.desired.WithLabelValues(testNS, "gone").Set(3)
+	f.c.metrics.throughput.WithLabelValues(testNS, "gone").Set(220)
+	f.c.metrics.goodput.WithLabelValues(testNS, "gone").Set(165)
 	if err := f.sync("gone"); err != nil {
 		t.Fatal(err)
 	}
 	if recs, _ := f.c.history.get(testNS+"/gone", time.Now()); recs != nil {
 		t.Errorf("history kept %v", recs)
 	}
-	if n := testutil.CollectAndCount(f.c.metrics.desired); n != 0 {
-		t.Errorf("%d desired-replicas series left, want 0", n)
+	for name, g := range map[string]*prometheus.GaugeVec{"desired-replicas": f.c.metrics.desired, "throughput": f.c.metrics.throughput, "goodput": f.c.metrics.goodput} {
+		if n := testutil.CollectAndCount(g); n != 0 {
+			t.Errorf("%d %s series left, want 0", n, name)
+		}
 	}
 }
 

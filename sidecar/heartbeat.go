@@ -22,6 +22,10 @@ type heartbeats struct {
 	// gns is the newest gradient noise scale reported: kept across
 	// heartbeats without one (a trainer may measure it every few steps).
 	gns *float64
+	// detached is true while the trainer is not attached (followTrainer
+	// says so): a flush of a heartbeat it sent before it went leaves the
+	// throughput gauge at 0.
+	detached bool
 }
 
 const stepWindow = 64
@@ -61,6 +65,9 @@ func (a *Agent) status() (record.Status, bool) {
 		b.samples = float64(b.last.Samples-b.prev.Samples) / b.at.Sub(b.prevAt).Seconds()
 	}
 	b.prev, b.prevAt = b.last, b.at
+	if !b.detached {
+		a.metrics.trainerSamples.Set(b.samples)
+	}
 	gen := b.last.Generation
 	if gen == 0 && a.gen != nil {
 		gen = a.gen.Number
@@ -71,6 +78,18 @@ func (a *Agent) status() (record.Status, bool) {
 		StepTimeS: b.last.StepTimeS, StepTimeP50S: p[0], StepTimeP90S: p[1],
 		Generation: gen, Time: b.at, GNS: b.gns,
 	}, true
+}
+
+// trainerPresent records whether the trainer is attached. A detached
+// trainer trains nothing: its throughput gauge reads 0 until a heartbeat
+// after its return is flushed.
+func (a *Agent) trainerPresent(attached bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.beats.detached = !attached
+	if !attached {
+		a.metrics.trainerSamples.Set(0)
+	}
 }
 
 // flushHeartbeats writes the newest heartbeat to etcd at most once per

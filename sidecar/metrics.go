@@ -18,6 +18,7 @@ type metrics struct {
 	failureToCommit prometheus.Histogram
 	rendezvousWait  prometheus.Histogram
 	trainerAttached prometheus.Gauge
+	trainerSamples  prometheus.Gauge
 	gossipMembers   prometheus.GaugeFunc
 	gossipSuspects  prometheus.GaugeFunc
 	etcdErrors      *prometheus.CounterVec
@@ -66,6 +67,10 @@ func newMetrics(gossipMembers, gossipSuspects func() float64) *metrics {
 			Name: "ringside_api_trainer_attached",
 			Help: "1 while this pod's trainer is attached to the API (an event stream open, heartbeats on time), else 0.",
 		}),
+		trainerSamples: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ringside_trainer_samples_per_second",
+			Help: "Samples per second this pod's trainer processed over its last status interval, from its heartbeats (the rate stored in etcd); 0 while it is not attached.",
+		}),
 		gossipMembers: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "ringside_gossip_members",
 			Help: "Members alive in this sidecar's gossip view, itself included.",
@@ -108,7 +113,7 @@ func newMetrics(gossipMembers, gossipSuspects func() float64) *metrics {
 		}, []string{"kind"}),
 	}
 	m.reg.MustRegister(m.generation, m.worldSize, m.members, m.leader, m.failureToCommit,
-		m.rendezvousWait, m.trainerAttached, m.gossipMembers, m.gossipSuspects, m.etcdErrors, m.apiRequests,
+		m.rendezvousWait, m.trainerAttached, m.trainerSamples, m.gossipMembers, m.gossipSuspects, m.etcdErrors, m.apiRequests,
 		m.deadPeers, m.votes, m.socketsReset, m.keyReloads, m.apiRefused, m.invalidRecords,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The outcomes known in advance are exported at 0 from the start: an

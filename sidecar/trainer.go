@@ -277,6 +277,7 @@ func (a *Agent) followTrainer(ctx context.Context) {
 			}
 		}
 		a.metrics.trainerAttached.Set(boolFloat(attached))
+		a.trainerPresent(attached)
 		timer.Stop()
 		if !recheck.IsZero() {
 			timer.Reset(time.Until(recheck))

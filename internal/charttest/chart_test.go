@@ -3,6 +3,7 @@ package charttest
 import (
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // profiles returns the values files of testdata/profiles by name.
@@ -452,7 +454,9 @@ func TestTheChartCRDIsTheGeneratedOne(t *testing.T) {
 }
 
 // TestTheDashboardQueriesExportedMetrics: every ringside_ metric the
-// dashboard queries is defined by a component's source.
+// dashboard queries is one a component defines (a metric's Name in its
+// source), and the Throughput and Goodput panels query the throughput and
+// goodput the sidecars and the controller export.
 func TestTheDashboardQueriesExportedMetrics(t *testing.T) {
 	root := RepoRoot(t)
 	dash, err := os.ReadFile(filepath.Join(root, "charts", "ringside", "dashboards", "ringside.json"))
@@ -486,7 +490,7 @@ func TestTheDashboardQueriesExportedMetrics(t *testing.T) {
 		for _, s := range []string{"_bucket", "_sum", "_count"} {
 			base = strings.TrimSuffix(base, s)
 		}
-		if strings.Contains(defined, `"`+base+`"`) {
+		if regexp.MustCompile(`Name:\s*"` + regexp.QuoteMeta(base) + `"`).MatchString(defined) {
 			continue
 		}
 		if strings.HasPrefix(base, "ringside_autoscale_") && !controllerInTree {
@@ -494,6 +498,52 @@ func TestTheDashboardQueriesExportedMetrics(t *testing.T) {
 			continue
 		}
 		t.Errorf("the dashboard queries %s, which no component exports", n)
+	}
+
+	var d struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(dash, &d); err != nil {
+		t.Fatalf("the dashboard is not JSON: %v", err)
+	}
+	queries := map[string]string{}
+	for _, p := range d.Panels {
+		for _, q := range p.Targets {
+			queries[p.Title] += q.Expr + "\n"
+		}
+	}
+	for title, metrics := range map[string][]string{
+		"Throughput": {"ringside_trainer_samples_per_second", "ringside_autoscale_throughput_samples_per_second"},
+		"Goodput":    {"ringside_autoscale_goodput_samples_per_second"},
+	} {
+		for _, m := range metrics {
+			if !strings.Contains(queries[title], m+"{") {
+				t.Errorf("the %s panel does not query %s (its queries: %q)", title, m, queries[title])
+			}
+		}
+	}
+}
+
+// TestTheControllersMonitorKeepsTheScalersNamespace: the controller's
+// per-scaler series carry the scaler's namespace as namespace, which the
+// scrape keeps (honorLabels) instead of renaming it exported_namespace in
+// favour of the controller's own: the dashboard selects them by it.
+func TestTheControllersMonitorKeepsTheScalersNamespace(t *testing.T) {
+	objs, err := Template(t, "-f", profiles(t)["monitoring"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range Find(objs, "ServiceMonitor") {
+		endpoints, _, _ := unstructured.NestedSlice(o.Raw.Object, "spec", "endpoints")
+		for _, e := range endpoints {
+			honor, _, _ := unstructured.NestedBool(e.(map[string]any), "honorLabels")
+			if want := strings.HasSuffix(o.Name, "-controller"); honor != want {
+				t.Errorf("ServiceMonitor %s: honorLabels %v, want %v", o.Name, honor, want)
+			}
+		}
 	}
 }
 

@@ -1,0 +1,77 @@
+package sidecar_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/coordinator/record"
+	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/sidecar"
+	"github.com/ringside/ringside/sidecar/sidecartest"
+)
+
+// gaugeValue reads an unlabelled gauge from g (0 when it is not there).
+func gaugeValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	families, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return 0
+}
+
+// The throughput gauge is the rate the sidecar stores in etcd from the
+// trainer's heartbeats, and reads 0 once the trainer's heartbeats stop.
+func TestTheThroughputGaugeFollowsTheHeartbeatsAndReadsZeroOnceTheTrainerGoes(t *testing.T) {
+	const timeout = 2 * time.Second
+	srv := etcdtest.Start(t)
+	a := sidecartest.Start(t, srv.Endpoints(), "throughput", "w0", func(c *sidecar.Config) { c.TrainerTimeout = timeout })
+	c := newAPIClient(t, a.Socket)
+	client := etcdtest.Client(t, srv)
+	key := coordinator.DefaultConfig("default", "throughput").Prefix() + record.StatusDir + "w0"
+	beat := func(samples int64) record.Status {
+		t.Helper()
+		body := fmt.Sprintf(`{"step":%d,"samples":%d,"step_time_s":0.05}`, samples/8, samples)
+		if resp, b := c.do("POST", "/v1/heartbeat", body); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("heartbeat: %s %s", resp.Status, b)
+		}
+		var st record.Status
+		eventually(t, fmt.Sprintf("the heartbeat of %d samples stored", samples), func() bool {
+			resp, err := client.Get(context.Background(), key)
+			if err != nil || len(resp.Kvs) == 0 {
+				return false
+			}
+			return json.Unmarshal(resp.Kvs[0].Value, &st) == nil && st.Samples == samples
+		})
+		return st
+	}
+
+	beat(0)
+	eventually(t, "the trainer attached", func() bool { return gaugeValue(t, a.Gatherer(), "ringside_api_trainer_attached") == 1 })
+	st := beat(640)
+	if !(st.SamplesPerSec > 0) {
+		t.Fatalf("stored %+v, want a positive rate after 640 samples", st)
+	}
+	if got := gaugeValue(t, a.Gatherer(), "ringside_trainer_samples_per_second"); got != st.SamplesPerSec {
+		t.Fatalf("ringside_trainer_samples_per_second = %g, want the stored rate %g", got, st.SamplesPerSec)
+	}
+
+	eventually(t, "the throughput gauge at 0 once the heartbeats stopped", func() bool {
+		return gaugeValue(t, a.Gatherer(), "ringside_trainer_samples_per_second") == 0
+	})
+	if got := gaugeValue(t, a.Gatherer(), "ringside_api_trainer_attached"); got != 0 {
+		t.Fatalf("ringside_api_trainer_attached = %g with the throughput at 0, want 0", got)
+	}
+}
