@@ -125,7 +125,8 @@ func validate(namespace string, s v1alpha1.ElasticScalerSpec) error {
 }
 
 // validateRules checks a behavior's rules as the HorizontalPodAutoscaler's
-// validation does.
+// validation does, and refuses a tolerance: the policy would ignore it, and
+// a setting ignored without a word is worse than one refused.
 func validateRules(path string, r *autoscalingv2.HPAScalingRules) error {
 	if r == nil {
 		return nil
@@ -140,6 +141,9 @@ func validateRules(path string, r *autoscalingv2.HPAScalingRules) error {
 		default:
 			errs = append(errs, fmt.Errorf("%s.selectPolicy must be Max, Min or Disabled, got %q", path, *p))
 		}
+	}
+	if r.Tolerance != nil {
+		errs = append(errs, fmt.Errorf("%s.tolerance is set (%s): the ElasticScaler does not use tolerance; its decisions come from marginal efficiency", path, r.Tolerance))
 	}
 	for i, p := range r.Policies {
 		if p.Type != autoscalingv2.PodsScalingPolicy && p.Type != autoscalingv2.PercentScalingPolicy {

@@ -34,6 +34,11 @@ func TestDecodeReportsWhatIsWrongWithASpec(t *testing.T) {
 		{name: "a job name with a slash", spec: `{"scaleTargetRef":{"kind":"StatefulSet","name":"w"},"job":{"name":"a/b"},"maxReplicas":5}`, wantErr: "job: job \"a/b\" contains '/'"},
 		{name: "a behavior out of HPA's bounds", spec: `{"scaleTargetRef":{"kind":"StatefulSet","name":"w"},"job":{"name":"j"},"maxReplicas":5,"behavior":{"scaleUp":{"stabilizationWindowSeconds":7200,"selectPolicy":"Most","policies":[{"type":"Nodes","value":0,"periodSeconds":0}]}}}`,
 			wantErr: "behavior.scaleUp.stabilizationWindowSeconds must be in 0-3600"},
+		{name: "a behavior within HPA's bounds", spec: `{"scaleTargetRef":{"kind":"StatefulSet","name":"w"},"job":{"name":"j"},"maxReplicas":5,"behavior":{"scaleUp":{"stabilizationWindowSeconds":3600,"selectPolicy":"Min","policies":[{"type":"Percent","value":100,"periodSeconds":1800}]},"scaleDown":{"stabilizationWindowSeconds":0,"selectPolicy":"Disabled","policies":[{"type":"Pods","value":1,"periodSeconds":1}]}}}`, wantStatusOK: true},
+		{name: "a scale-down tolerance", spec: `{"scaleTargetRef":{"kind":"StatefulSet","name":"w"},"job":{"name":"j"},"maxReplicas":5,"behavior":{"scaleDown":{"tolerance":"0.05"}}}`,
+			wantErr: "behavior.scaleDown.tolerance is set (50m): the ElasticScaler does not use tolerance; its decisions come from marginal efficiency"},
+		{name: "a zero scale-up tolerance is still one set", spec: `{"scaleTargetRef":{"kind":"StatefulSet","name":"w"},"job":{"name":"j"},"maxReplicas":5,"behavior":{"scaleUp":{"tolerance":0}}}`,
+			wantErr: "behavior.scaleUp.tolerance is set (0)"},
 		{name: "a status that does not decode is dropped, the spec still valid", spec: validSpec, status: `{"currentReplicas":"many"}`, wantStatusOK: false},
 		{name: "a status that is no object", spec: validSpec, status: `[1,2]`, wantStatusOK: false},
 	}

@@ -84,7 +84,22 @@ type ElasticScalerSpec struct {
 	// Behavior configures scaling up and down as in a
 	// HorizontalPodAutoscaler: stabilization windows, policies and
 	// selectPolicy, with the HorizontalPodAutoscaler's defaults for
-	// whatever is left out.
+	// whatever is left out. Its values are checked as a
+	// HorizontalPodAutoscaler's are; tolerance is refused: the scaler's
+	// decisions come from marginal efficiency, not from a metric's ratio
+	// to a target.
+	// +kubebuilder:validation:XValidation:rule="!has(self.scaleUp) || !has(self.scaleUp.policies) || self.scaleUp.policies.all(p, p.type == 'Pods' || p.type == 'Percent')",message="a policy's type must be Pods or Percent",fieldPath=".scaleUp.policies"
+	// +kubebuilder:validation:XValidation:rule="!has(self.scaleUp) || !has(self.scaleUp.policies) || self.scaleUp.policies.all(p, p.value > 0)",message="a policy's value must be positive",fieldPath=".scaleUp.policies"
+	// +kubebuilder:validation:XValidation:rule="!has(self.scaleUp) || !has(self.scaleUp.policies) || self.scaleUp.policies.all(p, p.periodSeconds >= 1 && p.periodSeconds <= 1800)",message="a policy's periodSeconds must be in 1-1800",fieldPath=".scaleUp.policies"
+	// +kubebuilder:validation:XValidation:rule="!has(self.scaleUp) || !has(self.scaleUp.stabilizationWindowSeconds) || (self.scaleUp.stabilizationWindowSeconds >= 0 && self.scaleUp.stabilizationWindowSeconds <= 3600)",message="stabilizationWindowSeconds must be in 0-3600",fieldPath=".scaleUp.stabilizationWindowSeconds"
+	// +kubebuilder:validation:XValidation:rule="!has(self.scaleUp) || !has(self.scaleUp.selectPolicy) || self.scaleUp.selectPolicy in ['Max', 'Min', 'Disabled']",message="selectPolicy must be Max, Min or Disabled",fieldPath=".scaleUp.selectPolicy"
+	// +kubebuilder:validation:XValidation:rule="!has(self.scaleUp) || !has(self.scaleUp.tolerance)",message="the ElasticScaler does not use tolerance; its decisions come from marginal efficiency",fieldPath=".scaleUp.tolerance"
+	// +kubebuilder:validation:XValidation:rule="!has(self.scaleDown) || !has(self.scaleDown.policies) || self.scaleDown.policies.all(p, p.type == 'Pods' || p.type == 'Percent')",message="a policy's type must be Pods or Percent",fieldPath=".scaleDown.policies"
+	// +kubebuilder:validation:XValidation:rule="!has(self.scaleDown) || !has(self.scaleDown.policies) || self.scaleDown.policies.all(p, p.value > 0)",message="a policy's value must be positive",fieldPath=".scaleDown.policies"
+	// +kubebuilder:validation:XValidation:rule="!has(self.scaleDown) || !has(self.scaleDown.policies) || self.scaleDown.policies.all(p, p.periodSeconds >= 1 && p.periodSeconds <= 1800)",message="a policy's periodSeconds must be in 1-1800",fieldPath=".scaleDown.policies"
+	// +kubebuilder:validation:XValidation:rule="!has(self.scaleDown) || !has(self.scaleDown.stabilizationWindowSeconds) || (self.scaleDown.stabilizationWindowSeconds >= 0 && self.scaleDown.stabilizationWindowSeconds <= 3600)",message="stabilizationWindowSeconds must be in 0-3600",fieldPath=".scaleDown.stabilizationWindowSeconds"
+	// +kubebuilder:validation:XValidation:rule="!has(self.scaleDown) || !has(self.scaleDown.selectPolicy) || self.scaleDown.selectPolicy in ['Max', 'Min', 'Disabled']",message="selectPolicy must be Max, Min or Disabled",fieldPath=".scaleDown.selectPolicy"
+	// +kubebuilder:validation:XValidation:rule="!has(self.scaleDown) || !has(self.scaleDown.tolerance)",message="the ElasticScaler does not use tolerance; its decisions come from marginal efficiency",fieldPath=".scaleDown.tolerance"
 	// +optional
 	Behavior *autoscalingv2.HorizontalPodAutoscalerBehavior `json:"behavior,omitempty"`
 }

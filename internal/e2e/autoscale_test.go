@@ -55,6 +55,9 @@ func TestTheCRDRejectsInvalidElasticScalers(t *testing.T) {
 	if err := env.Namespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
+	up := func(es *v1alpha1.ElasticScaler) *autoscalingv2.HPAScalingRules { return es.Spec.Behavior.ScaleUp }
+	down := func(es *v1alpha1.ElasticScaler) *autoscalingv2.HPAScalingRules { return es.Spec.Behavior.ScaleDown }
+	most := autoscalingv2.ScalingPolicySelect("Most")
 	for _, tc := range []struct {
 		name   string
 		mutate func(*v1alpha1.ElasticScaler)
@@ -66,6 +69,22 @@ func TestTheCRDRejectsInvalidElasticScalers(t *testing.T) {
 		{"efficiency above 1", func(es *v1alpha1.ElasticScaler) { es.Spec.TargetEfficiency = 1.5 }, "spec.targetEfficiency"},
 		{"no job", func(es *v1alpha1.ElasticScaler) { es.Spec.Job.Name = "" }, "spec.job.name"},
 		{"no target", func(es *v1alpha1.ElasticScaler) { es.Spec.ScaleTargetRef.Name = "" }, "scaleTargetRef needs a kind and a name"},
+		{"a policy of an unknown type", func(es *v1alpha1.ElasticScaler) { up(es).Policies[0].Type = "Nodes" },
+			"spec.behavior.scaleUp.policies: Invalid value: a policy's type must be Pods or Percent"},
+		{"a policy of value 0", func(es *v1alpha1.ElasticScaler) { down(es).Policies[0].Value = 0 },
+			"spec.behavior.scaleDown.policies: Invalid value: a policy's value must be positive"},
+		{"a policy of period 0", func(es *v1alpha1.ElasticScaler) { up(es).Policies[0].PeriodSeconds = 0 },
+			"spec.behavior.scaleUp.policies: Invalid value: a policy's periodSeconds must be in 1-1800"},
+		{"a policy of period past 30 minutes", func(es *v1alpha1.ElasticScaler) { down(es).Policies[0].PeriodSeconds = 1801 },
+			"spec.behavior.scaleDown.policies: Invalid value: a policy's periodSeconds must be in 1-1800"},
+		{"a negative stabilization window", func(es *v1alpha1.ElasticScaler) { down(es).StabilizationWindowSeconds = ptr.To[int32](-1) },
+			"spec.behavior.scaleDown.stabilizationWindowSeconds: Invalid value: stabilizationWindowSeconds must be in 0-3600"},
+		{"a stabilization window past an hour", func(es *v1alpha1.ElasticScaler) { up(es).StabilizationWindowSeconds = ptr.To[int32](3601) },
+			"spec.behavior.scaleUp.stabilizationWindowSeconds: Invalid value: stabilizationWindowSeconds must be in 0-3600"},
+		{"an unknown selectPolicy", func(es *v1alpha1.ElasticScaler) { up(es).SelectPolicy = &most },
+			"spec.behavior.scaleUp.selectPolicy: Invalid value: selectPolicy must be Max, Min or Disabled"},
+		{"a tolerance", func(es *v1alpha1.ElasticScaler) { down(es).Tolerance = ptr.To(resource.MustParse("0.05")) },
+			"spec.behavior.scaleDown.tolerance: Invalid value: the ElasticScaler does not use tolerance; its decisions come from marginal efficiency"},
 	} {
 		es := elasticScaler(ns, "bad", 1, 4, 0.7)
 		tc.mutate(es)
@@ -73,6 +92,22 @@ func TestTheCRDRejectsInvalidElasticScalers(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: created: %v; want refused naming %q", tc.name, err, tc.want)
 		}
+	}
+	// A behavior at HPA's bounds passes every rule.
+	edge := elasticScaler(ns, "edge", 1, 4, 0.7)
+	edge.Spec.Behavior = &autoscalingv2.HorizontalPodAutoscalerBehavior{
+		ScaleUp: &autoscalingv2.HPAScalingRules{
+			StabilizationWindowSeconds: ptr.To[int32](3600),
+			SelectPolicy:               ptr.To(autoscalingv2.MinChangePolicySelect),
+			Policies: []autoscalingv2.HPAScalingPolicy{
+				{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: 1800},
+				{Type: autoscalingv2.PodsScalingPolicy, Value: 1, PeriodSeconds: 1},
+			},
+		},
+		ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0), SelectPolicy: ptr.To(autoscalingv2.DisabledPolicySelect)},
+	}
+	if err := env.CreateScaler(ctx, edge); err != nil {
+		t.Errorf("a behavior at HPA's bounds: %v", err)
 	}
 	// The schema's defaults fill what a user leaves out.
 	es := elasticScaler(ns, "defaults", 0, 4, 0)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -284,6 +285,42 @@ func TestDeletingAPodSendsSIGTERMToMainThenSidecarThenRemovesIt(t *testing.T) {
 	if string(b) != "main\nsidecar\n" {
 		t.Errorf("SIGTERM order %q, want main then sidecar", b)
 	}
+}
+
+// A container that ignores SIGTERM runs on through the deletion's grace
+// period and is killed (SIGKILL) when it ends, not before; then the pod
+// goes away.
+func TestAContainerIgnoringSIGTERMIsKilledWhenTheGracePeriodEnds(t *testing.T) {
+	c := testCluster(t)
+	ns := namespace(t, c)
+	// The SIGTERM to the process group ends the sleep; the shell traps it
+	// and goes on.
+	createPod(t, c, pod(ns, "stubborn", shell("main", `trap 'echo SIGTERM ignored' TERM; echo trapping; while :; do sleep 0.1; done`)))
+	waitPod(t, c, ns, "stubborn", time.Minute, "Running", running)
+	waitLog(t, c, ns, "stubborn", "main", func(out string) bool { return strings.Contains(out, "trapping") })
+	const grace = 2 * time.Second // the pod's own is 5 s: the deletion's wins
+	start := time.Now()
+	if err := c.client.CoreV1().Pods(ns).Delete(t.Context(), "stubborn", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(grace / time.Second))}); err != nil {
+		t.Fatal(err)
+	}
+	// The agent posts the container's end before it deletes the object.
+	got := waitPod(t, c, ns, "stubborn", time.Minute, "main terminated", func(p *corev1.Pod) bool {
+		return p == nil || terminated(p, "main") != nil
+	})
+	killedAfter := time.Since(start)
+	if got == nil {
+		t.Fatal("the pod was deleted without its container's end posted")
+	}
+	if term := terminated(got, "main"); term.Signal != int32(syscall.SIGKILL) || term.ExitCode != 128+9 {
+		t.Errorf("main terminated with %+v, want SIGKILL (exit code 137)", term)
+	}
+	if killedAfter < grace {
+		t.Errorf("main killed %s after the deletion, within its %s grace period", killedAfter, grace)
+	}
+	if out, _ := c.agent.Log(ns, "stubborn", "main"); !strings.Contains(out, "SIGTERM ignored") {
+		t.Errorf("main's output %q: no SIGTERM before the SIGKILL", out)
+	}
+	waitPod(t, c, ns, "stubborn", time.Minute, "deleted", func(p *corev1.Pod) bool { return p == nil })
 }
 
 func TestStatefulSetRunsOnTheRealControllers(t *testing.T) {

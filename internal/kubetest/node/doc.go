@@ -42,9 +42,12 @@
 //     with restartPolicy Always) start in order before the next init
 //     container, which waits for their startupProbe when they declare one,
 //     and stop last, in reverse order; ordinary init containers run to
-//     completion in order; a container that exits is restarted per the
-//     pod's restartPolicy with a doubling back-off (200 ms to 5 s, shorter
-//     than the kubelet's 10 s to 5 min) and restartCount counts it;
+//     completion in order; a container that exits is restarted as the
+//     kubelet decides (by its own restartPolicy and restartPolicyRules
+//     when it has them, else by the pod's restartPolicy; the pod
+//     succeeds or fails once none will run again) with a doubling
+//     back-off (200 ms to 5 s, shorter than the kubelet's 10 s to 5 min)
+//     and restartCount counts it;
 //     startup, readiness and liveness probes (exec, httpGet and tcpSocket
 //     against the pod IP) gate started and ready and restart on failure;
 //     a deletion sends SIGTERM to the regular containers, then to the
@@ -56,7 +59,8 @@
 //     (waiting, running or terminated with exit code and reason, last
 //     termination, ready, started, restartCount);
 //   - leaves a pod it cannot run (an unmapped image, an unknown command,
-//     an unsupported volume type or gRPC probe, runAsNonRoot as root)
+//     an unsupported volume type or gRPC probe, runAsNonRoot as root, a
+//     restartPolicyRules action RestartAllContainers)
 //     Pending with a Warning Event (reason Failed) saying why; a volume
 //     whose Secret or ConfigMap is missing is retried (FailedMount);
 //   - appends each container's output to a log file under Config.Dir, and

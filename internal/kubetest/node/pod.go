@@ -190,7 +190,8 @@ func (w *podWorker) run() {
 }
 
 // check refuses, before anything starts, what can never run here: an
-// unmapped image, an unknown command, an unsupported volume or probe.
+// unmapped image, an unknown command, an unsupported volume or probe, a
+// rule that restarts the whole pod in place.
 func (w *podWorker) check() error {
 	for _, v := range w.spec.Spec.Volumes {
 		s := v.VolumeSource
@@ -205,6 +206,11 @@ func (w *podWorker) check() error {
 		for _, p := range []*corev1.Probe{c.spec.StartupProbe, c.spec.ReadinessProbe, c.spec.LivenessProbe} {
 			if p != nil && p.GRPC != nil {
 				return fmt.Errorf("container %q: gRPC probes do not run here", c.spec.Name)
+			}
+		}
+		for _, r := range c.spec.RestartPolicyRules {
+			if r.Action == corev1.ContainerRestartRuleActionRestartAllContainers {
+				return fmt.Errorf("container %q: restartPolicyRules with action RestartAllContainers do not run here", c.spec.Name)
 			}
 		}
 		if err := w.checkSecurity(&c.spec); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -88,17 +89,58 @@ func (c *container) stopped() bool {
 }
 
 // restartAfter reports whether c runs again after a run that exited with
-// code, by its kind and the pod's restartPolicy.
-func (c *container) restartAfter(code int32, policy corev1.RestartPolicy) bool {
-	switch {
-	case c.kind == sidecarKind:
+// code, as the kubelet decides: a sidecar always, an ordinary init
+// container only after a failure, and by shouldRestart.
+func (c *container) restartAfter(code int32, pod corev1.RestartPolicy) bool {
+	switch c.kind {
+	case sidecarKind:
 		return true
-	case c.kind == initKind:
-		return code != 0 && policy != corev1.RestartPolicyNever
-	case policy == corev1.RestartPolicyAlways:
-		return true
-	case policy == corev1.RestartPolicyOnFailure:
+	case initKind:
+		return code != 0 && shouldRestart(&c.spec, pod, code)
+	}
+	return shouldRestart(&c.spec, pod, code)
+}
+
+// shouldRestart is the kubelet's ContainerShouldRestart (ContainerRestartRules,
+// on by default since Kubernetes 1.35): a container with a restartPolicy of
+// its own follows the first of its restartPolicyRules its exit code matches,
+// else that policy; any other follows the pod's restartPolicy (Always when
+// unset). A RestartAllContainers rule never gets here: check refuses it.
+func shouldRestart(c *corev1.Container, pod corev1.RestartPolicy, code int32) bool {
+	if c.RestartPolicy != nil {
+		for _, r := range c.RestartPolicyRules {
+			if r.ExitCodes != nil && exitCodeMatches(r.ExitCodes, code) {
+				if r.Action == corev1.ContainerRestartRuleActionRestart {
+					return true
+				}
+				break
+			}
+		}
+		switch *c.RestartPolicy {
+		case corev1.ContainerRestartPolicyAlways:
+			return true
+		case corev1.ContainerRestartPolicyOnFailure:
+			return code != 0
+		case corev1.ContainerRestartPolicyNever:
+			return false
+		}
+	}
+	switch pod {
+	case corev1.RestartPolicyOnFailure:
 		return code != 0
+	case corev1.RestartPolicyNever:
+		return false
+	}
+	return true
+}
+
+func exitCodeMatches(e *corev1.ContainerRestartRuleOnExitCodes, code int32) bool {
+	in := slices.Contains(e.Values, code)
+	switch e.Operator {
+	case corev1.ContainerRestartRuleOnExitCodesOpIn:
+		return in
+	case corev1.ContainerRestartRuleOnExitCodesOpNotIn:
+		return !in
 	}
 	return false
 }
