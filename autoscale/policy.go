@@ -221,17 +221,10 @@ func recommend(in Input, p params) proposal {
 		// The measurements are not of the target's size yet.
 		return hold("Resizing", "%d workers in the job, %d pods pending, the target has %d replicas: holding until the job has the target's size", in.Workers, in.Pending, cur)
 	}
-	if !measuredNow(in) {
+	if _, ok := currentThroughput(in); !ok {
 		return hold("NoThroughput", "no positive throughput measured at %d workers in the last %s: holding", cur, StaleStatusAfter)
 	}
 	return byMarginalEfficiency(in, p)
-}
-
-// measuredNow says whether the throughput history has a positive, recent
-// reading at the job's current size.
-func measuredNow(in Input) bool {
-	_, ok := currentThroughput(in)
-	return ok
 }
 
 // currentThroughput is the throughput history's entry at the job's current

@@ -11,6 +11,7 @@ package promcheck
 import (
 	"bytes"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -114,17 +115,6 @@ func (o options) tolerates(line string) bool {
 	if !ok {
 		return false
 	}
-	upstream := false
-	for _, p := range o.upstream {
-		upstream = upstream || strings.HasPrefix(metric, p)
-	}
-	if !upstream {
-		return false
-	}
-	for _, n := range namingProblems {
-		if strings.HasPrefix(problem, n) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(o.upstream, func(p string) bool { return strings.HasPrefix(metric, p) }) &&
+		slices.ContainsFunc(namingProblems, func(n string) bool { return strings.HasPrefix(problem, n) })
 }
