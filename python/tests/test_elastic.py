@@ -243,10 +243,10 @@ class BadInputTest(unittest.TestCase):
         from ringside.errors import SidecarUnreachable
 
         path = os.path.join(tempfile.mkdtemp(), "absent.sock")
-        t0 = time.monotonic()
         with self.assertRaises(SidecarUnreachable) as cm:
             elastic.run(lambda s: None, self.state(), socket=path, connect_timeout=0.2)
-        self.assertLess(time.monotonic() - t0, 2)
+        # It gave up after the connect timeout it was given (not the default 30 s).
+        self.assertIn("tried for 0.2s", str(cm.exception))
         self.assertIn(path, str(cm.exception))
         self.assertIn("ringside sidecar --socket", str(cm.exception))
 

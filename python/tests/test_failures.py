@@ -19,8 +19,10 @@ class FakeGroup:
     def __init__(self, aborted=False, down=()):
         self.aborted = aborted
         self.down = list(down)
+        self.asked = 0
 
     def broken_links(self):
+        self.asked += 1
         return self.down
 
 
@@ -29,11 +31,13 @@ class FakeWatcher:
         self.lost = None
         self.newer = newer
         self.cond = threading.Event()
+        self.waits = 0
 
     def newer_than(self, generation):
         return self.newer
 
     def wait(self, timeout):
+        self.waits += 1
         self.cond.wait(timeout)
 
 
@@ -46,17 +50,16 @@ class ClassificationTest(unittest.TestCase):
         for err in (KeyError("datastore_path"), ValueError("bad"), TypeError("x"), AttributeError("y")):
             # Not even while the group is aborted or a generation comes.
             for group, watcher in ((FakeGroup(), FakeWatcher()), (FakeGroup(aborted=True), FakeWatcher(newer=True))):
-                t0 = time.monotonic()
-                self.assertIsNone(self.classify(err, group, watcher), err)
-                self.assertLess(time.monotonic() - t0, 0.05, "a KeyError waited for evidence")
+                self.assertIsNone(self.classify(err, group, watcher, grace=3600), err)
+                self.assertEqual((group.asked, watcher.waits), (0, 0), "a %r waited for evidence" % err)
 
     def test_words_in_a_message_prove_nothing(self):
         # wandb's ConnectionError, a DataLoader timeout, a store-ish message.
         for err in (ConnectionError("connection refused by api.wandb.ai socket"),
                     RuntimeError("DataLoader timed out after 30 seconds"), RuntimeError("datastore timeout c10d")):
-            t0 = time.monotonic()
-            self.assertIsNone(self.classify(err), err)
-            self.assertLess(time.monotonic() - t0, 1.0)
+            group = FakeGroup()
+            self.assertIsNone(self.classify(err, group), err)
+            self.assertGreater(group.asked, 0, "a %r was not checked against the group" % err)
 
     def test_what_happened_makes_a_broken_group(self):
         err = RuntimeError("anything at all")
