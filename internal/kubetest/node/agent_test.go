@@ -363,9 +363,8 @@ func TestStatefulSetRunsOnTheRealControllers(t *testing.T) {
 		}
 	}
 	waitStatefulSetReady(t, c, ns, "workers", 2)
-	if out, _ := c.agent.Log(ns, "workers-1", "worker"); !strings.Contains(out, "worker workers-1") {
-		t.Errorf("workers-1 log %q", out)
-	}
+	// Its hostname is its pod's name (the echo may come a moment after Ready).
+	waitLog(t, c, ns, "workers-1", "worker", func(out string) bool { return strings.Contains(out, "worker workers-1") })
 }
 
 func TestUnrunnablePodStaysPendingWithAnEvent(t *testing.T) {
