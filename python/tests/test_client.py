@@ -145,12 +145,10 @@ class BadSidecarTest(unittest.TestCase):
 
         srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
         threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)  # cleanups run last first: shut down, then close
         self.addCleanup(srv.shutdown)
         self.assertTrue(Client("http://127.0.0.1:%d" % srv.server_address[1]).ready())
 
-
-if __name__ == "__main__":
-    unittest.main()
 
 
 class AddressTest(unittest.TestCase):
@@ -200,3 +198,7 @@ class TokenTest(unittest.TestCase):
         c.heartbeat(1, 32, 0.1)
         c.ready()
         self.assertEqual(sc.tokens, [None, "s3cret", "s3cret"])
+
+
+if __name__ == "__main__":
+    unittest.main()
