@@ -50,9 +50,16 @@ func (a *Agent) CheckGossip(ctx context.Context, member string) (bool, error) {
 // GenerationNumber returns the number of the generation the agent holds (0:
 // none).
 func (a *Agent) GenerationNumber() int64 {
+	n, _ := a.GenerationSize()
+	return n
+}
+
+// GenerationSize returns the number and the world size of the generation
+// the agent holds (0, 0: none).
+func (a *Agent) GenerationSize() (number int64, worldSize int) {
 	g, _ := a.generation()
 	if g == nil {
-		return 0
+		return 0, 0
 	}
-	return g.Number
+	return g.Number, g.WorldSize
 }
