@@ -32,6 +32,17 @@ func containerStatus(t *testing.T, p *corev1.Pod, name string) corev1.ContainerS
 	return corev1.ContainerStatus{}
 }
 
+// runToEnd creates p, waits until it has finished and checks its phase.
+func runToEnd(t *testing.T, c *cluster, p *corev1.Pod, phase corev1.PodPhase) *corev1.Pod {
+	t.Helper()
+	createPod(t, c, p)
+	got := waitPod(t, c, p.Namespace, p.Name, time.Minute, "finished", finished)
+	if got.Status.Phase != phase {
+		t.Errorf("phase %s, want %s\n%s", got.Status.Phase, phase, describe(got))
+	}
+	return got
+}
+
 // wantEnd checks how a container ended: its restarts, its final exit
 // code, and the exit code of the run before (-1: none).
 func wantEnd(t *testing.T, p *corev1.Pod, name string, restarts, code, lastCode int32) {
@@ -53,11 +64,7 @@ func TestOnFailureRestartsAFailedContainerOnly(t *testing.T) {
 	ns := namespace(t, c)
 	p := withScratch(pod(ns, "onfailure", failsOnce("flaky", "3"), shell("done", `echo done; exit 0`)))
 	p.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
-	createPod(t, c, p)
-	got := waitPod(t, c, ns, "onfailure", time.Minute, "finished", finished)
-	if got.Status.Phase != corev1.PodSucceeded {
-		t.Errorf("phase %s, want Succeeded\n%s", got.Status.Phase, describe(got))
-	}
+	got := runToEnd(t, c, p, corev1.PodSucceeded)
 	wantEnd(t, got, "flaky", 1, 0, 3)
 	wantEnd(t, got, "done", 0, 0, -1)
 }
@@ -70,22 +77,14 @@ func TestNeverLeavesAFailedContainerDown(t *testing.T) {
 	ns := namespace(t, c)
 	p := withScratch(pod(ns, "never", failsOnce("flaky", "3"), shell("done", `exit 0`)))
 	p.Spec.RestartPolicy = corev1.RestartPolicyNever
-	createPod(t, c, p)
-	got := waitPod(t, c, ns, "never", time.Minute, "finished", finished)
-	if got.Status.Phase != corev1.PodFailed {
-		t.Errorf("phase %s, want Failed\n%s", got.Status.Phase, describe(got))
-	}
+	got := runToEnd(t, c, p, corev1.PodFailed)
 	wantEnd(t, got, "flaky", 0, 3, -1)
 	wantEnd(t, got, "done", 0, 0, -1)
 
 	p = withScratch(pod(ns, "init-fails", shell("main", `echo ran`)))
 	p.Spec.InitContainers = []corev1.Container{failsOnce("setup", "1")}
 	p.Spec.RestartPolicy = corev1.RestartPolicyNever
-	createPod(t, c, p)
-	got = waitPod(t, c, ns, "init-fails", time.Minute, "finished", finished)
-	if got.Status.Phase != corev1.PodFailed {
-		t.Errorf("phase %s, want Failed\n%s", got.Status.Phase, describe(got))
-	}
+	got = runToEnd(t, c, p, corev1.PodFailed)
 	wantEnd(t, got, "setup", 0, 1, -1)
 	if main := containerStatus(t, got, "main"); main.State.Waiting == nil || main.LastTerminationState.Terminated != nil {
 		t.Errorf("main after a failed init container: %+v, want waiting, never run", main.State)
@@ -106,11 +105,7 @@ func TestAContainersRestartPolicyOverridesThePods(t *testing.T) {
 	once := shell("once", `exit 0`)
 	once.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyOnFailure)
 	p := withScratch(pod(ns, "override", on42, once))
-	createPod(t, c, p)
-	got := waitPod(t, c, ns, "override", time.Minute, "finished", finished)
-	if got.Status.Phase != corev1.PodSucceeded {
-		t.Errorf("phase %s, want Succeeded\n%s", got.Status.Phase, describe(got))
-	}
+	got := runToEnd(t, c, p, corev1.PodSucceeded)
 	wantEnd(t, got, "on42", 1, 0, 42)
 	wantEnd(t, got, "once", 0, 0, -1)
 }
