@@ -7,7 +7,7 @@
 # runs as uid 65532 by default; the injected sidecar alone overrides that
 # to uid 0 with only NET_ADMIN (its dead-peer socket reset needs the
 # capability in the pod's network namespace, which a non-root uid cannot
-# hold without file capabilities; see sidecar/inject).
+# hold without file capabilities; see webhook/).
 
 ARG GO_VERSION=1.26
 

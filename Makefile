@@ -32,10 +32,10 @@ test: vet python-test iptables podtools fuzz-short
 FUZZ_TARGETS := \
 	coordinator/record:FuzzDecodeMember coordinator/record:FuzzDecodeGeneration \
 	coordinator/record:FuzzDecodeStatus coordinator/record:FuzzDecodeVote \
-	coordinator/jobstatus:FuzzSnapshot sidecar/api:FuzzBodies sidecar:FuzzTrainerAPI \
+	coordinator/jobstatus:FuzzSnapshot trainer/api:FuzzBodies sidecar:FuzzTrainerAPI \
 	sidecar/gossip:FuzzParseKeys sidecar/gossip:FuzzGossipMessage \
 	netopt:FuzzSysfsValues netopt:FuzzReadCluster cmd/ringside:FuzzSidecarFlags \
-	sidecar/inject:FuzzAdmissionReview
+	webhook:FuzzAdmissionReview
 FUZZTIME_SHORT ?= 2s
 FUZZTIME       ?= 10m
 

@@ -32,7 +32,7 @@ import (
 
 	"github.com/ringside/ringside/autoscale/v1alpha1"
 	"github.com/ringside/ringside/coordinator/record"
-	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/etcdtest"
 )
 
 const testNS = "team"

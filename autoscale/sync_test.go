@@ -17,7 +17,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/ringside/ringside/autoscale/v1alpha1"
-	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/etcdtest"
 )
 
 func TestATargetWithoutAScaleIsNotAbleToScale(t *testing.T) {

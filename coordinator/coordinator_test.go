@@ -13,7 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ringside/ringside/coordinator/record"
-	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/etcdtest"
 	"github.com/ringside/ringside/internal/testbin"
 )
 

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ringside/ringside/coordinator/record"
-	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/etcdtest"
 )
 
 func TestMain(m *testing.M) {

@@ -19,11 +19,11 @@ import (
 	"github.com/ringside/ringside/coordinator/etcdconn"
 	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/netopt"
-	"github.com/ringside/ringside/sidecar/api"
 	"github.com/ringside/ringside/sidecar/footprint"
 	"github.com/ringside/ringside/sidecar/gossip"
 	"github.com/ringside/ringside/sidecar/preempt"
 	"github.com/ringside/ringside/sidecar/sockreset"
+	"github.com/ringside/ringside/trainer/api"
 )
 
 // socketResetter destroys the pod's TCP connections to a peer.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/coordinator"
-	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/etcdtest"
 	"github.com/ringside/ringside/sidecar"
 	"github.com/ringside/ringside/sidecar/sidecartest"
 )

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ringside/ringside/coordinator/record"
-	"github.com/ringside/ringside/sidecar/api"
+	"github.com/ringside/ringside/trainer/api"
 )
 
 // Rendezvous long polls wait at most this long.

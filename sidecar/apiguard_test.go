@@ -17,11 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/etcdtest"
 	"github.com/ringside/ringside/sidecar"
-	"github.com/ringside/ringside/sidecar/api"
-	"github.com/ringside/ringside/sidecar/client"
 	"github.com/ringside/ringside/sidecar/sidecartest"
+	"github.com/ringside/ringside/trainer/api"
+	"github.com/ringside/ringside/trainer/client"
 )
 
 // The foreign caller: the test binary run again under another uid, told

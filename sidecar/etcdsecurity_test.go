@@ -17,11 +17,11 @@ import (
 
 	"github.com/ringside/ringside/coordinator"
 	"github.com/ringside/ringside/coordinator/etcdconn"
-	"github.com/ringside/ringside/internal/etcdlocal"
-	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/etcdserver"
+	"github.com/ringside/ringside/internal/etcdtest"
 	"github.com/ringside/ringside/sidecar"
-	"github.com/ringside/ringside/sidecar/api"
 	"github.com/ringside/ringside/sidecar/sidecartest"
+	"github.com/ringside/ringside/trainer/api"
 )
 
 // TestSidecarProcessesFormAGenerationOverMutualTLS runs `ringside sidecar`
@@ -47,7 +47,7 @@ func TestSidecarProcessesFormAGenerationOverMutualTLS(t *testing.T) {
 // jobUser grants job (in namespace default) its etcd user with password
 // pw on srv, as root by certificate, turns auth on and returns a password
 // file.
-func jobUser(t *testing.T, p *etcdtest.PKI, srv *etcdlocal.Server, job, pw string) string {
+func jobUser(t *testing.T, p *etcdtest.PKI, srv *etcdserver.Server, job, pw string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -70,7 +70,7 @@ func jobUser(t *testing.T, p *etcdtest.PKI, srv *etcdlocal.Server, job, pw strin
 	return file
 }
 
-func tlsConn(t *testing.T, p *etcdtest.PKI, srv *etcdlocal.Server, cn string) etcdconn.Config {
+func tlsConn(t *testing.T, p *etcdtest.PKI, srv *etcdserver.Server, cn string) etcdconn.Config {
 	t.Helper()
 	c := etcdconn.DefaultConfig()
 	c.Endpoints, c.CAFile = srv.Endpoints(), p.CAFile

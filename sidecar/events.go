@@ -3,7 +3,7 @@ package sidecar
 import (
 	"sync"
 
-	"github.com/ringside/ringside/sidecar/api"
+	"github.com/ringside/ringside/trainer/api"
 )
 
 // broadcaster fans events out to the event-stream subscribers. A

@@ -11,9 +11,9 @@ import (
 
 	"github.com/ringside/ringside/coordinator"
 	"github.com/ringside/ringside/coordinator/record"
-	"github.com/ringside/ringside/sidecar/api"
 	"github.com/ringside/ringside/sidecar/gossip"
 	"github.com/ringside/ringside/sidecar/sockreset"
+	"github.com/ringside/ringside/trainer/api"
 )
 
 // How a death becomes a new generation. No sidecar acts on its own

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringside/ringside/sidecar/api"
+	"github.com/ringside/ringside/trainer/api"
 )
 
 // FuzzTrainerAPI sends any request to the trainer API of an agent holding

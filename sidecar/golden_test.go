@@ -19,8 +19,8 @@ import (
 
 	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/sidecar"
-	"github.com/ringside/ringside/sidecar/api"
-	"github.com/ringside/ringside/sidecar/api/apitest"
+	"github.com/ringside/ringside/trainer/api"
+	"github.com/ringside/ringside/trainer/api/apitest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden answers in api/testdata")

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/etcdtest"
 	"github.com/ringside/ringside/sidecar"
 	"github.com/ringside/ringside/sidecar/gossip"
 	"github.com/ringside/ringside/sidecar/sidecartest"

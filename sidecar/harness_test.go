@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringside/ringside/sidecar/api"
+	"github.com/ringside/ringside/trainer/api"
 )
 
 // apiClient talks to a sidecar's unix socket.

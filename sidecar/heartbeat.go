@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/coordinator/record"
-	"github.com/ringside/ringside/sidecar/api"
 	"github.com/ringside/ringside/sidecar/quantile"
+	"github.com/ringside/ringside/trainer/api"
 )
 
 // heartbeats keeps the newest heartbeat and a window of step times.

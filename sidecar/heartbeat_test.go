@@ -12,7 +12,7 @@ import (
 
 	"github.com/ringside/ringside/coordinator"
 	"github.com/ringside/ringside/coordinator/record"
-	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/etcdtest"
 	"github.com/ringside/ringside/sidecar"
 	"github.com/ringside/ringside/sidecar/sidecartest"
 )

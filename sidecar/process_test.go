@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/etcdtest"
 	"github.com/ringside/ringside/internal/loopback"
 	"github.com/ringside/ringside/internal/testbin"
-	"github.com/ringside/ringside/sidecar/api"
 	"github.com/ringside/ringside/sidecar/sidecartest"
+	"github.com/ringside/ringside/trainer/api"
 )
 
 // sidecarProc is a `ringside sidecar` process.

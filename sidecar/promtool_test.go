@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/coordinator/record"
-	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/etcdtest"
 	"github.com/ringside/ringside/internal/promcheck"
 	"github.com/ringside/ringside/sidecar"
-	"github.com/ringside/ringside/sidecar/client"
 	"github.com/ringside/ringside/sidecar/sidecartest"
+	"github.com/ringside/ringside/trainer/client"
 )
 
 // The sidecar's /metrics, as Prometheus scrapes it from the probe address,

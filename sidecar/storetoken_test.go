@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/ringside/ringside/coordinator/record"
-	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
-	"github.com/ringside/ringside/sidecar/api"
+	"github.com/ringside/ringside/internal/etcdtest"
+	"github.com/ringside/ringside/trainer/api"
 )
 
 // TestStoreTokenReachesTheRanksAndNothingElse: every generation carries a

@@ -8,10 +8,10 @@ import (
 
 	"github.com/ringside/ringside/coordinator"
 	"github.com/ringside/ringside/coordinator/record"
-	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/etcdtest"
 	"github.com/ringside/ringside/sidecar"
-	"github.com/ringside/ringside/sidecar/api"
 	"github.com/ringside/ringside/sidecar/sidecartest"
+	"github.com/ringside/ringside/trainer/api"
 )
 
 // trio starts three in-process sidecars, w0 to w2, of job with the

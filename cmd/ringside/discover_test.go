@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/etcdtest"
 	"github.com/ringside/ringside/sidecar"
-	"github.com/ringside/ringside/sidecar/client"
 	"github.com/ringside/ringside/sidecar/sidecartest"
+	"github.com/ringside/ringside/trainer/client"
 )
 
 func TestDiscoverHostsPrintsHostSlotsLines(t *testing.T) {

@@ -6,11 +6,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ringside/ringside/internal/etcdlocal"
+	"github.com/ringside/ringside/etcdserver"
 )
 
 func newEtcdCmd() *cobra.Command {
-	cfg := etcdlocal.DefaultConfig("ringside-etcd")
+	cfg := etcdserver.DefaultConfig("ringside-etcd")
 	cmd := &cobra.Command{
 		Use:   "etcd",
 		Short: "Run a real etcd server embedded in ringside, alone or as a cluster member",
@@ -52,7 +52,7 @@ at start.`,
     --peer-client-cert-auth --listen-metrics-url http://0.0.0.0:2381`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			srv, err := etcdlocal.Start(cmd.Context(), cfg)
+			srv, err := etcdserver.Start(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}

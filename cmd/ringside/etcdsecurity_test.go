@@ -14,13 +14,13 @@ import (
 	"github.com/ringside/ringside/coordinator/etcdconn"
 	"github.com/ringside/ringside/coordinator/jobstatus"
 	"github.com/ringside/ringside/coordinator/record"
-	"github.com/ringside/ringside/internal/etcdlocal"
-	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/etcdserver"
+	"github.com/ringside/ringside/internal/etcdtest"
 )
 
 // tlsFlags are the connection flags of a client of srv with a new
 // certificate for cn.
-func tlsFlags(t *testing.T, p *etcdtest.PKI, srv *etcdlocal.Server, cn string) []string {
+func tlsFlags(t *testing.T, p *etcdtest.PKI, srv *etcdserver.Server, cn string) []string {
 	t.Helper()
 	cert, key := p.Client(t, cn)
 	return []string{"--etcd-endpoints", srv.Endpoints()[0], "--etcd-ca", p.CAFile, "--etcd-cert", cert, "--etcd-key", key}
@@ -28,7 +28,7 @@ func tlsFlags(t *testing.T, p *etcdtest.PKI, srv *etcdlocal.Server, cn string) [
 
 // tlsJob starts an etcd that requires client certificates and writes job
 // llama's keys into it, as statusJob does.
-func tlsJob(t *testing.T) (*etcdtest.PKI, *etcdlocal.Server) {
+func tlsJob(t *testing.T) (*etcdtest.PKI, *etcdserver.Server) {
 	t.Helper()
 	p := etcdtest.NewPKI(t)
 	srv := etcdtest.StartTLS(t, p)

@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ringside/ringside/sidecar/client"
-	"github.com/ringside/ringside/sidecar/launch"
+	"github.com/ringside/ringside/trainer/client"
+	"github.com/ringside/ringside/trainer/launch"
 )
 
 // exitCodeError makes main exit with a code without printing anything.

@@ -14,13 +14,13 @@ import (
 
 	"github.com/ringside/ringside/coordinator/jobstatus"
 	"github.com/ringside/ringside/coordinator/record"
-	"github.com/ringside/ringside/internal/etcdlocal"
-	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/etcdserver"
+	"github.com/ringside/ringside/internal/etcdtest"
 )
 
 // statusJob writes a two-member job "llama" with a generation and a
 // heartbeat for w0.
-func statusJob(t *testing.T) (*etcdlocal.Server, *clientv3.Client) {
+func statusJob(t *testing.T) (*etcdserver.Server, *clientv3.Client) {
 	t.Helper()
 	srv := etcdtest.Start(t)
 	client := etcdtest.Client(t, srv)

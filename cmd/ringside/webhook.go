@@ -8,13 +8,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/ringside/ringside/sidecar/inject"
+	"github.com/ringside/ringside/webhook"
 )
 
 func newWebhookCmd() *cobra.Command {
-	cfg := inject.DefaultConfig("")
-	srv := inject.ServerConfig{Addr: ":9443"}
-	h := &inject.Handler{}
+	cfg := webhook.DefaultConfig("")
+	srv := webhook.ServerConfig{Addr: ":9443"}
+	h := &webhook.Handler{}
 	var cpu, memory, memoryLimit, pullPolicy string
 	cmd := &cobra.Command{
 		Use:   "webhook",
@@ -68,7 +68,7 @@ change.`,
 				return err
 			}
 			h.Config, h.Log = cfg, slog.Default()
-			return inject.Serve(cmd.Context(), srv, h, slog.Default())
+			return webhook.Serve(cmd.Context(), srv, h, slog.Default())
 		},
 	}
 	f := cmd.Flags()

@@ -15,8 +15,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ringside/ringside/coordinator/etcdconn"
-	"github.com/ringside/ringside/internal/etcdlocal"
-	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/etcdserver"
+	"github.com/ringside/ringside/internal/etcdtest"
 )
 
 // refusedWithin bounds how long a test waits to see a client refused: the
@@ -26,7 +26,7 @@ const refusedWithin = 1500 * time.Millisecond
 
 // conn returns the connection config of a client of s that presents a new
 // certificate of p for cn.
-func conn(t *testing.T, p *etcdtest.PKI, s *etcdlocal.Server, cn string) etcdconn.Config {
+func conn(t *testing.T, p *etcdtest.PKI, s *etcdserver.Server, cn string) etcdconn.Config {
 	t.Helper()
 	c := etcdconn.DefaultConfig()
 	c.Endpoints = s.Endpoints()

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/etcdtest"
 )
 
 func TestFollowRefreshesAtOnceOnANewGeneration(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/ringside/ringside/coordinator"
 	"github.com/ringside/ringside/coordinator/record"
-	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/etcdtest"
 )
 
 // kv is one key of a job, relative to its prefix, written in table order

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/ringside/ringside/sidecar/api"
+	"github.com/ringside/ringside/trainer/api"
 )
 
 // watchEvents follows the sidecar's event stream until ctx ends,

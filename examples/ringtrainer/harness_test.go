@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringside/ringside/internal/etcdlocal/etcdtest"
+	"github.com/ringside/ringside/internal/etcdtest"
 	"github.com/ringside/ringside/internal/loopback"
 	"github.com/ringside/ringside/internal/testbin"
 	"github.com/ringside/ringside/sidecar/gossip"

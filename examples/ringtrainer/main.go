@@ -38,7 +38,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/ringside/ringside/sidecar/client"
+	"github.com/ringside/ringside/trainer/client"
 )
 
 // Exit codes.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/coordinator/record"
-	"github.com/ringside/ringside/sidecar/api"
+	"github.com/ringside/ringside/trainer/api"
 )
 
 // ring is this rank's place in one generation's ring: it receives from its

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/coordinator/record"
-	"github.com/ringside/ringside/sidecar/api"
+	"github.com/ringside/ringside/trainer/api"
 )
 
 // formRings forms one generation's ring in-process: members members of

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/coordinator/record"
-	"github.com/ringside/ringside/sidecar/api"
-	"github.com/ringside/ringside/sidecar/client"
+	"github.com/ringside/ringside/trainer/api"
+	"github.com/ringside/ringside/trainer/client"
 )
 
 const (

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/ringside/ringside/internal/localjob"
-	"github.com/ringside/ringside/sidecar/api"
 	"github.com/ringside/ringside/sidecar/quantile"
+	"github.com/ringside/ringside/trainer/api"
 )
 
 // awaitReady waits until the worker's sidecar holds a generation.

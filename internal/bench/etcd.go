@@ -9,26 +9,26 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/ringside/ringside/internal/etcdlocal"
+	"github.com/ringside/ringside/etcdserver"
 )
 
 // startEtcd runs an embedded etcd in a fresh temporary directory; stop
 // closes it and removes the directory.
-func startEtcd(ctx context.Context, noFsync bool) (srv *etcdlocal.Server, stop func(), err error) {
+func startEtcd(ctx context.Context, noFsync bool) (srv *etcdserver.Server, stop func(), err error) {
 	dir, err := os.MkdirTemp("", "ringside-bench-etcd-")
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := etcdlocal.EphemeralConfig(dir)
+	cfg := etcdserver.EphemeralConfig(dir)
 	cfg.UnsafeNoFsync = noFsync
-	if srv, err = etcdlocal.Start(ctx, cfg); err != nil {
+	if srv, err = etcdserver.Start(ctx, cfg); err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, err
 	}
 	return srv, func() { srv.Close(); os.RemoveAll(dir) }, nil
 }
 
-func newClient(srv *etcdlocal.Server) (*clientv3.Client, error) {
+func newClient(srv *etcdserver.Server) (*clientv3.Client, error) {
 	c, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), Logger: zap.NewNop()})
 	if err != nil {
 		return nil, fmt.Errorf("etcd client: %w", err)

@@ -13,7 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/ringside/ringside/sidecar/launch"
+	"github.com/ringside/ringside/trainer/launch"
 )
 
 // etcdProc is `ringside etcd` in a process of its own, so that a run can

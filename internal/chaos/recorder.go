@@ -14,7 +14,7 @@ import (
 
 	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/internal/localjob"
-	"github.com/ringside/ringside/sidecar/api"
+	"github.com/ringside/ringside/trainer/api"
 )
 
 // recorder builds the history while the run goes on: it watches the job's

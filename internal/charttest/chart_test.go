@@ -464,7 +464,7 @@ func TestTheDashboardQueriesExportedMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	var src strings.Builder
-	for _, dir := range []string{"sidecar", "sidecar/inject", "autoscale"} {
+	for _, dir := range []string{"sidecar", "webhook", "autoscale"} {
 		files, _ := filepath.Glob(filepath.Join(root, dir, "*.go"))
 		for _, f := range files {
 			if strings.HasSuffix(f, "_test.go") {

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ringside/ringside/autoscale/v1alpha1"
-	"github.com/ringside/ringside/sidecar/inject"
+	"github.com/ringside/ringside/webhook"
 )
 
 // TestTheExamplesWorkWithTheChart decodes every manifest of examples/k8s
@@ -60,11 +60,11 @@ func TestTheExamplesWorkWithTheChart(t *testing.T) {
 			}
 			switch o := obj.(type) {
 			case *corev1.Namespace:
-				optedIn = o.Labels[inject.NamespaceLabel] == "enabled"
+				optedIn = o.Labels[webhook.NamespaceLabel] == "enabled"
 			case *appsv1.StatefulSet:
 				checkWorkers(t, filepath.Base(f), o)
 				checked[filepath.Base(f)] = true
-				jobs[o.Name] = o.Spec.Template.Labels[inject.JobLabel]
+				jobs[o.Name] = o.Spec.Template.Labels[webhook.JobLabel]
 			case *v1alpha1.ElasticScaler:
 				scalers = append(scalers, o)
 			}
@@ -76,7 +76,7 @@ func TestTheExamplesWorkWithTheChart(t *testing.T) {
 		}
 	}
 	if !optedIn {
-		t.Errorf("the examples' namespace is not labelled %s=enabled", inject.NamespaceLabel)
+		t.Errorf("the examples' namespace is not labelled %s=enabled", webhook.NamespaceLabel)
 	}
 	for _, es := range scalers {
 		ref := es.Spec.ScaleTargetRef
@@ -106,10 +106,10 @@ func checkWorkers(t *testing.T, file string, s *appsv1.StatefulSet) {
 		t.Errorf("%s: StatefulSet %s is not Parallel: its pods are ready only in a generation", file, s.Name)
 	}
 	pod := &corev1.Pod{ObjectMeta: s.Spec.Template.ObjectMeta, Spec: s.Spec.Template.Spec}
-	if pod.Labels[inject.JobLabel] == "" {
-		t.Fatalf("%s: StatefulSet %s's pods have no %s label", file, s.Name, inject.JobLabel)
+	if pod.Labels[webhook.JobLabel] == "" {
+		t.Fatalf("%s: StatefulSet %s's pods have no %s label", file, s.Name, webhook.JobLabel)
 	}
-	out, skipped, err := inject.Inject(pod, s.Namespace, inject.DefaultConfig("ringside:0.1.0"))
+	out, skipped, err := webhook.Inject(pod, s.Namespace, webhook.DefaultConfig("ringside:0.1.0"))
 	if err != nil || skipped != "" || out == nil {
 		t.Fatalf("%s: StatefulSet %s's pods are not injected (skipped %q): %v", file, s.Name, skipped, err)
 	}
@@ -118,12 +118,12 @@ func checkWorkers(t *testing.T, file string, s *appsv1.StatefulSet) {
 		t.Errorf("%s: StatefulSet %s: say in awaitsTrainer whether its trainer calls the sidecar", file, s.Name)
 		return
 	}
-	i := slices.IndexFunc(out.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == inject.SidecarName })
+	i := slices.IndexFunc(out.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == webhook.SidecarName })
 	if i < 0 {
-		t.Fatalf("%s: StatefulSet %s's injected pods have no %s init container", file, s.Name, inject.SidecarName)
+		t.Fatalf("%s: StatefulSet %s's injected pods have no %s init container", file, s.Name, webhook.SidecarName)
 	}
 	if got := slices.Contains(out.Spec.InitContainers[i].Args, "--await-trainer"); got != want {
 		t.Errorf("%s: StatefulSet %s's sidecar awaits its trainer: %v, want %v (annotation %s is %q)",
-			file, s.Name, got, want, inject.ModeAnnotation, pod.Annotations[inject.ModeAnnotation])
+			file, s.Name, got, want, webhook.ModeAnnotation, pod.Annotations[webhook.ModeAnnotation])
 	}
 }

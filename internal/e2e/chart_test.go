@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ringside/ringside/internal/charttest"
-	"github.com/ringside/ringside/sidecar/inject"
+	"github.com/ringside/ringside/webhook"
 )
 
 const chartNamespace = ChartNamespace
@@ -70,7 +70,7 @@ func probePod(name, job string) *corev1.Pod {
 		}}},
 	}
 	if job != "" {
-		p.Labels[inject.JobLabel] = job
+		p.Labels[webhook.JobLabel] = job
 	}
 	return p
 }
@@ -78,11 +78,11 @@ func probePod(name, job string) *corev1.Pod {
 func injected(p *corev1.Pod) bool {
 	n := 0
 	for _, c := range p.Spec.InitContainers {
-		if c.Name == inject.SidecarName {
+		if c.Name == webhook.SidecarName {
 			n++
 		}
 	}
-	return n == 1 && p.Annotations[inject.InjectedAnnotation] != ""
+	return n == 1 && p.Annotations[webhook.InjectedAnnotation] != ""
 }
 
 // The chart installs into the cluster; its webhook injects opted-in
@@ -100,7 +100,7 @@ func TestTheChartsWebhookInjectsWorkers(t *testing.T) {
 	}
 	pyNS := example.Namespace.Name
 	for _, n := range []*corev1.Namespace{
-		{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{inject.NamespaceLabel: "enabled"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{webhook.NamespaceLabel: "enabled"}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: plainNS}},
 		example.Namespace,
 	} {
@@ -153,7 +153,7 @@ func TestTheChartsWebhookInjectsWorkers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(got.Spec.InitContainers) != 0 || got.Annotations[inject.InjectedAnnotation] != "" {
+			if len(got.Spec.InitContainers) != 0 || got.Annotations[webhook.InjectedAnnotation] != "" {
 				t.Errorf("%s/%s was injected", c.ns, c.pod.Name)
 			}
 		}
@@ -288,7 +288,7 @@ func TestTheChartsWebhookInjectsWorkers(t *testing.T) {
 			t.Fatal(err)
 		}
 		tmpl := &sts.Spec.Template
-		tmpl.Annotations = map[string]string{inject.ModeAnnotation: inject.ModeRestart}
+		tmpl.Annotations = map[string]string{webhook.ModeAnnotation: webhook.ModeRestart}
 		c := &tmpl.Spec.Containers[0]
 		c.Command = []string{"sh", "-c", `echo "started rank=$RANK world=$WORLD_SIZE master=$MASTER_ADDR:$MASTER_PORT"; exec sleep 3600`}
 		c.Args = nil

@@ -20,12 +20,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ringside/ringside/autoscale/v1alpha1"
-	"github.com/ringside/ringside/internal/etcdlocal"
+	"github.com/ringside/ringside/etcdserver"
 	"github.com/ringside/ringside/internal/kubetest/cluster"
 	"github.com/ringside/ringside/internal/kubetest/node"
 	"github.com/ringside/ringside/internal/testbin"
 	"github.com/ringside/ringside/sidecar/gossip"
-	"github.com/ringside/ringside/sidecar/inject"
+	"github.com/ringside/ringside/webhook"
 )
 
 // The images the worker pods name: the node agent runs the binaries built
@@ -44,7 +44,7 @@ type Env struct {
 	// Ringside and Trainer are the built binaries.
 	Ringside, Trainer string
 	// Etcd serves on the pod network's host address, so pods reach it.
-	Etcd       *etcdlocal.Server
+	Etcd       *etcdserver.Server
 	EtcdClient *clientv3.Client
 	// Dynamic is an admin client for custom resources.
 	Dynamic dynamic.Interface
@@ -79,10 +79,10 @@ func Start(ctx context.Context, dir string) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := etcdlocal.EphemeralConfig(filepath.Join(dir, "etcd"))
+	cfg := etcdserver.EphemeralConfig(filepath.Join(dir, "etcd"))
 	host := e.Network.HostIP()
 	cfg.ClientURL, cfg.PeerURL = "http://"+host+":0", "http://127.0.0.1:0"
-	if e.Etcd, err = etcdlocal.Start(ctx, cfg); err != nil {
+	if e.Etcd, err = etcdserver.Start(ctx, cfg); err != nil {
 		e.Stop(ctx)
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func (e *Env) sidecarRBAC(ctx context.Context) error {
 // gossip key Secret.
 func (e *Env) Namespace(ctx context.Context, ns string) error {
 	_, err := e.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: ns, Labels: map[string]string{inject.NamespaceLabel: "enabled"},
+		Name: ns, Labels: map[string]string{webhook.NamespaceLabel: "enabled"},
 	}}, metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("namespace %s: %w", ns, err)
@@ -161,8 +161,8 @@ func (e *Env) Namespace(ctx context.Context, ns string) error {
 }
 
 // InjectConfig is the injection settings of this environment.
-func (e *Env) InjectConfig() inject.Config {
-	cfg := inject.DefaultConfig(RingsideImage)
+func (e *Env) InjectConfig() webhook.Config {
+	cfg := webhook.DefaultConfig(RingsideImage)
 	cfg.EtcdEndpoints = e.Etcd.Endpoints()
 	cfg.GossipKeySecret = GossipSecret
 	cfg.Grace = 10 * time.Second
@@ -171,9 +171,9 @@ func (e *Env) InjectConfig() inject.Config {
 
 // Workers returns a StatefulSet of replicas ring trainers of job (with
 // trainerArgs), its pod template labelled for injection: injected here
-// with inject.Inject when injected is true, else left for a webhook.
+// with webhook.Inject when injected is true, else left for a webhook.
 func (e *Env) Workers(ns, job string, replicas int32, injected bool, trainerArgs ...string) (*appsv1.StatefulSet, error) {
-	labels := map[string]string{"app": job, inject.JobLabel: job}
+	labels := map[string]string{"app": job, webhook.JobLabel: job}
 	tmpl := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: labels},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{
@@ -184,7 +184,7 @@ func (e *Env) Workers(ns, job string, replicas int32, injected bool, trainerArgs
 	}
 	if injected {
 		pod := &corev1.Pod{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec}
-		out, skipped, err := inject.Inject(pod, ns, e.InjectConfig())
+		out, skipped, err := webhook.Inject(pod, ns, e.InjectConfig())
 		if err != nil {
 			return nil, err
 		}

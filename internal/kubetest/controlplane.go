@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/ringside/ringside/internal/etcdlocal"
+	"github.com/ringside/ringside/etcdserver"
 )
 
 // Options configure a control plane.
@@ -57,7 +57,7 @@ type ControlPlane struct {
 	StartTime time.Duration
 
 	dir   string
-	etcd  *etcdlocal.Server
+	etcd  *etcdserver.Server
 	procs []*process
 	log   *slog.Logger
 }
@@ -106,8 +106,8 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 }
 
 func (cp *ControlPlane) start(ctx context.Context, bin string, opts Options) error {
-	ecfg := etcdlocal.EphemeralConfig(filepath.Join(opts.Dir, "etcd"))
-	etcd, err := etcdlocal.Start(ctx, ecfg)
+	ecfg := etcdserver.EphemeralConfig(filepath.Join(opts.Dir, "etcd"))
+	etcd, err := etcdserver.Start(ctx, ecfg)
 	if err != nil {
 		return err
 	}

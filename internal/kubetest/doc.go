@@ -1,6 +1,6 @@
 // Package kubetest runs a real Kubernetes control plane for the tests:
 // kube-apiserver, kube-controller-manager and kube-scheduler of
-// Kubernetes v1.37.2 on an embedded etcd (internal/etcdlocal), with a CA,
+// Kubernetes v1.37.2 on an embedded etcd (internal/etcdtest), with a CA,
 // serving and client certificates and a service-account signing key made
 // for the run (internal/pki).
 //

@@ -19,11 +19,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ringside/ringside/internal/etcdlocal"
+	"github.com/ringside/ringside/etcdserver"
 	"github.com/ringside/ringside/internal/loopback"
-	"github.com/ringside/ringside/sidecar/client"
 	"github.com/ringside/ringside/sidecar/gossip"
-	"github.com/ringside/ringside/sidecar/launch"
+	"github.com/ringside/ringside/trainer/client"
+	"github.com/ringside/ringside/trainer/launch"
 )
 
 // Config describes the job.
@@ -65,7 +65,7 @@ func (l Line) Time() time.Time { return time.UnixMicro(int64(l.T * 1e6)) }
 // Job is a running local job.
 type Job struct {
 	cfg   Config
-	etcd  *etcdlocal.Server // nil with Config.Endpoints
+	etcd  *etcdserver.Server // nil with Config.Endpoints
 	addrs *loopback.Block
 	lines chan Line
 
@@ -107,9 +107,9 @@ func Start(ctx context.Context, cfg Config) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	var srv *etcdlocal.Server
+	var srv *etcdserver.Server
 	if len(cfg.Endpoints) == 0 {
-		if srv, err = etcdlocal.Start(ctx, etcdlocal.EphemeralConfig(filepath.Join(cfg.Dir, "etcd"))); err != nil {
+		if srv, err = etcdserver.Start(ctx, etcdserver.EphemeralConfig(filepath.Join(cfg.Dir, "etcd"))); err != nil {
 			addrs.Release()
 			return nil, err
 		}

@@ -1,5 +1,5 @@
 """The trainer API's golden fixtures, shared with the Go side: the sidecar's
-tests produce sidecar/api/testdata from the real handlers, and these tests
+tests produce trainer/api/testdata from the real handlers, and these tests
 serve and parse the very same files (never copies), so the two ends of the
 contract cannot drift apart."""
 
@@ -7,7 +7,7 @@ import copy
 import json
 import os
 
-FIXTURES = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "sidecar", "api", "testdata"))
+FIXTURES = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "trainer", "api", "testdata"))
 
 
 def raw(name):

@@ -1,5 +1,5 @@
 """The Python client against the sidecar's golden answers: every fixture in
-sidecar/api/testdata (which the Go tests produce from the real handlers) is
+trainer/api/testdata (which the Go tests produce from the real handlers) is
 served byte for byte, and the client must read it; the client's request
 bodies must equal the golden requests the real sidecar accepts."""
 

@@ -32,7 +32,7 @@ import (
 	"github.com/ringside/ringside/coordinator/jobstatus"
 	"github.com/ringside/ringside/internal/charttest"
 	"github.com/ringside/ringside/internal/e2e"
-	"github.com/ringside/ringside/sidecar/inject"
+	"github.com/ringside/ringside/webhook"
 )
 
 func main() {
@@ -186,7 +186,7 @@ func run(ctx context.Context) error {
 // injected every one of them: its annotation, and the sidecar as a native
 // sidecar (an init container that restarts always).
 func (d *demo) injected(ctx context.Context, n int) error {
-	pods, err := d.env.Client.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{LabelSelector: inject.JobLabel + "=" + d.job})
+	pods, err := d.env.Client.CoreV1().Pods(d.ns).List(ctx, metav1.ListOptions{LabelSelector: webhook.JobLabel + "=" + d.job})
 	if err != nil {
 		return err
 	}
@@ -194,14 +194,14 @@ func (d *demo) injected(ctx context.Context, n int) error {
 		return fmt.Errorf("job %s has %d pods, want at least %d", d.job, len(pods.Items), n)
 	}
 	for _, p := range pods.Items {
-		i := slices.IndexFunc(p.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == inject.SidecarName })
+		i := slices.IndexFunc(p.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == webhook.SidecarName })
 		native := i >= 0 && p.Spec.InitContainers[i].RestartPolicy != nil && *p.Spec.InitContainers[i].RestartPolicy == corev1.ContainerRestartPolicyAlways
-		if p.Annotations[inject.InjectedAnnotation] == "" || !native {
+		if p.Annotations[webhook.InjectedAnnotation] == "" || !native {
 			return fmt.Errorf("pod %s was not injected by the webhook: annotation %s=%q, init containers %v, want the annotation and a native sidecar %q",
-				p.Name, inject.InjectedAnnotation, p.Annotations[inject.InjectedAnnotation], names(p.Spec.InitContainers), inject.SidecarName)
+				p.Name, webhook.InjectedAnnotation, p.Annotations[webhook.InjectedAnnotation], names(p.Spec.InitContainers), webhook.SidecarName)
 		}
 		d.say("pod %s was injected by the webhook: init containers %v (the sidecar, a native sidecar), annotation %s=%s",
-			p.Name, names(p.Spec.InitContainers), inject.InjectedAnnotation, p.Annotations[inject.InjectedAnnotation])
+			p.Name, names(p.Spec.InitContainers), webhook.InjectedAnnotation, p.Annotations[webhook.InjectedAnnotation])
 	}
 	return nil
 }
@@ -319,7 +319,7 @@ func (d *demo) pods(ctx context.Context, ns string) error {
 	for _, p := range pods.Items {
 		ready, total, restarts := 0, 0, int32(0)
 		for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
-			if cs.Name == inject.SidecarName || !isInit(p, cs.Name) {
+			if cs.Name == webhook.SidecarName || !isInit(p, cs.Name) {
 				total++
 				if cs.Ready {
 					ready++

@@ -1,0 +1,319 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/ringside/ringside/coordinator/record"
+	"github.com/ringside/ringside/trainer/api"
+	"github.com/ringside/ringside/trainer/client"
+)
+
+// Live mode (`ringside exec --live`) is for trainers that follow the
+// generations themselves (the Python client's run()): each slot's process
+// is started once and lives through every resize, so a new generation
+// costs a group re-form, not an interpreter start and `import torch`. The
+// launcher only keeps one process per slot alive:
+//
+//   - A slot process that fails is restarted alone, after a backoff that
+//     doubles with each failure in a row of that slot, while the others
+//     train on. The sidecar takes the member out of the ring while that
+//     process's event stream is closed (trainer.go: every slot's process
+//     must be attached), so the survivors re-form without this member's
+//     ranks and it enters again once the process is back.
+//   - A process that exits 0 has finished (train_fn returned, or the
+//     member was drained out of the job) and is not restarted; the
+//     launcher exits once every slot's process has.
+//   - Signals are forwarded to every slot's process; after SIGTERM or
+//     SIGINT nothing is restarted and the launcher exits once all have.
+//
+// The exit code is exec's: the first failing slot's code (or 0), or the
+// failing one's once MaxRestarts failures are spent.
+
+// liveEnv returns base with what a live-mode process of slot needs:
+// LOCAL_RANK selects its GPU (the Python client sets cuda:LOCAL_RANK;
+// CUDA_VISIBLE_DEVICES is left as it is, so every process sees all the
+// pod's GPUs, as NCCL wants for intra-node transports). The generation's
+// values (RANK, WORLD_SIZE, MASTER_ADDR) are not set: they change with
+// every generation, and the process asks the sidecar for them.
+func liveEnv(base []string, slot, slots int, o EnvOptions) []string {
+	set := map[string]string{
+		"LOCAL_RANK":                 strconv.Itoa(slot),
+		"LOCAL_WORLD_SIZE":           strconv.Itoa(slots),
+		"TORCHELASTIC_RESTART_COUNT": strconv.Itoa(o.RestartCount),
+		"TORCHELASTIC_MAX_RESTARTS":  strconv.Itoa(o.MaxRestarts),
+		"TORCHELASTIC_RUN_ID":        o.RunID,
+		"RINGSIDE_SOCKET":            o.Socket,
+	}
+	if !envKeys(base)["OMP_NUM_THREADS"] { // as torchrun and restart mode do
+		set["OMP_NUM_THREADS"] = "1"
+	}
+	return setEnv(base, set)
+}
+
+// RunLive runs the command in live mode (see above) until every slot's
+// process has exited, and returns the code to exit with.
+func RunLive(ctx context.Context, cfg Config) (int, error) {
+	if len(cfg.Command) == 0 {
+		return 2, errors.New("no command given: ringside exec --live [flags] -- CMD ARGS...")
+	}
+	if len(cfg.Preload) > 0 {
+		return 2, errors.New("--preload is for restart mode: live-mode processes are started once")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	slots := cfg.Slots
+	if slots <= 0 {
+		n, err := observeSlots(ctx, cfg)
+		var stopped stoppedBy
+		if errors.As(err, &stopped) {
+			return 128 + int(stopped.sig), nil
+		}
+		if err != nil {
+			return 1, err
+		}
+		slots = n
+	}
+	l := &live{cfg: cfg, slots: make([]*liveSlot, slots), exits: make(chan exit, slots), due: make(chan int, slots)}
+	return l.run(ctx)
+}
+
+// observeSlots reads the member's slots from the first generation it is
+// active in, on a stream that does not stand for the trainer (the member
+// of a sidecar under --await-trainer enters the ring only once its
+// processes attach: give it --slots).
+func observeSlots(ctx context.Context, cfg Config) (int, error) {
+	c := client.New(cfg.Socket)
+	defer c.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	deadline := time.Now().Add(cfg.StartTimeout)
+	var evs <-chan api.Event
+	for {
+		var err error
+		if evs, err = c.Observe(ctx); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("sidecar at %s unreachable after %s, and --slots not given: %w", cfg.Socket, cfg.StartTimeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case sig := <-cfg.Signals:
+			if s, ok := sig.(syscall.Signal); ok && isTerminal(sig) {
+				return 0, stoppedBy{s}
+			}
+		case <-time.After(200 * time.Millisecond): // the sidecar is starting
+		}
+	}
+	cfg.Logger.Info("waiting for a generation this member is active in to learn its slots (--slots not given)")
+	for {
+		select {
+		case e, open := <-evs:
+			if !open {
+				return 0, fmt.Errorf("sidecar at %s ended its event stream before this member was active; give --slots", cfg.Socket)
+			}
+			if e.Type == api.EventGeneration && e.Generation.State == record.StateActive {
+				return e.Generation.LocalWorldSize, nil
+			}
+		case sig := <-cfg.Signals:
+			if s, ok := sig.(syscall.Signal); ok && isTerminal(sig) {
+				return 0, stoppedBy{s}
+			}
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// stoppedBy is a SIGTERM or SIGINT that came before any process started:
+// the launcher exits with 128+sig, as a shell reports it.
+type stoppedBy struct{ sig syscall.Signal }
+
+func (s stoppedBy) Error() string { return "stopped by " + s.sig.String() }
+
+type live struct {
+	cfg   Config
+	slots []*liveSlot
+	exits chan exit
+	// due receives a slot once its restart's backoff ended; buffered for
+	// every slot, so a timer never blocks.
+	due         chan int
+	failures    int
+	terminating bool
+	code        int // the first failure's, for the exit
+}
+
+// liveSlot is one slot's process and its restarts.
+type liveSlot struct {
+	p        *Process // nil while down
+	started  time.Time
+	restarts int         // TORCHELASTIC_RESTART_COUNT
+	inARow   int         // failures since it last ran RestartBackoffReset
+	backoff  *time.Timer // set while a restart waits out its backoff
+	done     bool        // exited 0, or not to be restarted
+}
+
+func (l *live) run(ctx context.Context) (int, error) {
+	defer l.cancelRestarts()
+	for k := range l.slots {
+		l.slots[k] = &liveSlot{}
+	}
+	for k := range l.slots {
+		if err := l.start(k); err != nil {
+			l.stopAll()
+			return 1, err
+		}
+	}
+	l.cfg.Logger.Info("started in live mode", "processes", len(l.slots))
+	for !l.over() {
+		select {
+		case ex := <-l.exits:
+			l.exited(ex)
+		case k := <-l.due:
+			l.slots[k].backoff = nil
+			if l.terminating || l.slots[k].done {
+				continue
+			}
+			if err := l.start(k); err != nil {
+				l.cfg.Logger.Error("could not restart the command", "local_rank", k, "err", err)
+				l.slots[k].done = true
+				l.note(1)
+				l.stopAll()
+			}
+		case sig := <-l.cfg.Signals:
+			l.signal(sig)
+		case <-ctx.Done():
+			l.stopAll()
+			return 1, nil
+		}
+	}
+	return l.code, nil
+}
+
+// over reports whether no slot's process runs or waits to.
+func (l *live) over() bool {
+	for _, s := range l.slots {
+		if s.p != nil || (s.backoff != nil && !s.done) {
+			return false
+		}
+	}
+	return true
+}
+
+func (l *live) start(k int) error {
+	s := l.slots[k]
+	o := EnvOptions{RestartCount: s.restarts, MaxRestarts: l.cfg.MaxRestarts, RunID: l.cfg.RunID, Socket: l.cfg.Socket}
+	cmd := exec.Command(l.cfg.Command[0], l.cfg.Command[1:]...)
+	cmd.Env = liveEnv(baseEnv(), k, len(l.slots), o)
+	cmd.Stdout, cmd.Stderr = l.cfg.Stdout, l.cfg.Stderr
+	p, err := StartProcess(cmd)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", l.cfg.Command[0], err)
+	}
+	s.p, s.started = p, time.Now()
+	go func() { l.exits <- exit{slot: k, code: p.ExitCode()} }()
+	return nil
+}
+
+// exited handles the exit of slot ex.slot's process: it is done, or
+// restarted alone after its backoff, or the run ends once the failures
+// are spent.
+func (l *live) exited(ex exit) {
+	s := l.slots[ex.slot]
+	ran := time.Since(s.started)
+	s.p = nil
+	switch {
+	case ex.code == 0:
+		s.done = true
+		l.cfg.Logger.Info("slot process finished", "local_rank", ex.slot)
+		return
+	case l.terminating || s.done:
+		s.done = true
+		l.note(ex.code)
+		return
+	}
+	l.failures++
+	if l.failures > l.cfg.MaxRestarts {
+		l.cfg.Logger.Error("slot process failed; no restarts left", "local_rank", ex.slot, "exit_code", ex.code, "max_restarts", l.cfg.MaxRestarts)
+		s.done = true
+		l.note(ex.code)
+		l.stopAll()
+		return
+	}
+	if ran >= l.cfg.RestartBackoffReset {
+		s.inARow = 0
+	}
+	wait := min(l.cfg.RestartBackoff<<min(s.inARow, 16), l.cfg.MaxRestartBackoff)
+	s.inARow++
+	s.restarts++
+	l.cfg.Logger.Warn("slot process failed; restarting it alone, its member out of the ring until it attaches again",
+		"local_rank", ex.slot, "exit_code", ex.code, "failures", l.failures, "backoff", wait)
+	k := ex.slot
+	s.backoff = time.AfterFunc(wait, func() { l.due <- k })
+}
+
+// note keeps the first failure's code as the exit code.
+func (l *live) note(code int) {
+	if l.code == 0 {
+		l.code = code
+	}
+}
+
+// signal forwards sig to every slot's process; after SIGTERM or SIGINT
+// nothing is restarted, and the run ends once all have exited.
+func (l *live) signal(sig os.Signal) {
+	if isTerminal(sig) {
+		l.terminating = true
+		l.cancelRestarts()
+	}
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		return
+	}
+	for _, sl := range l.slots {
+		if sl.p != nil {
+			sl.p.Signal(s) //nolint:errcheck // a process group already gone needs no signal
+		}
+	}
+}
+
+// stopAll stops every slot's process (SIGTERM, then SIGKILL after
+// StopTimeout) and reads their exits; none is restarted.
+func (l *live) stopAll() {
+	l.terminating = true
+	l.cancelRestarts()
+	g := &group{exits: l.exits, codes: make([]int, len(l.slots))}
+	for _, s := range l.slots {
+		if s.p != nil {
+			g.procs = append(g.procs, s.p)
+			g.left++
+		}
+	}
+	g.stop(l.cfg.StopTimeout)
+	for k, s := range l.slots {
+		if s.p != nil {
+			s.p, s.done = nil, true
+			l.note(g.codes[k])
+		}
+	}
+}
+
+// cancelRestarts stops the restarts waiting out their backoff.
+func (l *live) cancelRestarts() {
+	for _, s := range l.slots {
+		if s != nil && s.backoff != nil {
+			s.backoff.Stop()
+			s.backoff = nil
+		}
+	}
+}

@@ -1,0 +1,83 @@
+package launch_test
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ringside/ringside/trainer/launch"
+)
+
+func TestProcessExitCode(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script string
+		want   int
+	}{
+		{"its own exit code", "exit 3", 3},
+		{"128+N after signal N", "kill -9 $$", 137},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := launch.StartProcess(exec.Command("sh", "-c", tc.script))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.ExitCode(); got != tc.want {
+				t.Errorf("ExitCode = %d, want %d", got, tc.want)
+			}
+			if err := p.Signal(syscall.SIGTERM); !errors.Is(err, os.ErrProcessDone) {
+				t.Errorf("Signal after the end = %v, want os.ErrProcessDone", err)
+			}
+		})
+	}
+}
+
+// startReady starts script in sh with its stdout on a pipe that every
+// process of its group inherits, and returns once the script printed its
+// first line; the pipe then reaches EOF once all of them ended.
+func startReady(t *testing.T, script string) (*launch.Process, *bufio.Reader) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Stdout = w
+	p, err := launch.StartProcess(cmd)
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Kill)
+	r.SetReadDeadline(time.Now().Add(20 * time.Second))
+	out := bufio.NewReader(r)
+	if _, err := out.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	return p, out
+}
+
+func TestProcessStopReachesTheWholeGroup(t *testing.T) {
+	p, out := startReady(t, "sleep 60 & echo started; wait")
+	p.Stop(10 * time.Second)
+	if _, err := io.ReadAll(out); err != nil {
+		t.Fatalf("the shell's child outlived Stop: %v", err)
+	}
+	if got := p.ExitCode(); got != 128+15 {
+		t.Errorf("ExitCode = %d, want 143 (SIGTERM)", got)
+	}
+}
+
+func TestProcessStopKillsWhatIgnoresSIGTERM(t *testing.T) {
+	p, _ := startReady(t, `trap "" TERM; echo ready; while :; do sleep 1; done`)
+	p.Stop(100 * time.Millisecond)
+	if got := p.ExitCode(); got != 128+9 {
+		t.Errorf("ExitCode = %d, want 137 (SIGKILL after the grace)", got)
+	}
+}

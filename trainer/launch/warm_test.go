@@ -1,0 +1,94 @@
+package launch
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+
+	"github.com/ringside/ringside/trainer/api"
+)
+
+func TestPythonCommand(t *testing.T) {
+	for _, c := range []struct {
+		cmd            []string
+		interp, target []string
+	}{
+		{[]string{"python3", "train.py", "-x"}, []string{"python3"}, []string{"train.py", "-x"}},
+		{[]string{"/usr/bin/python3.11", "-u", "-W", "ignore", "train.py"}, []string{"/usr/bin/python3.11", "-u", "-W", "ignore"}, []string{"train.py"}},
+		{[]string{"python", "-Bu", "-m", "pkg.train", "--lr", "1"}, []string{"python", "-Bu"}, []string{"-m", "pkg.train", "--lr", "1"}},
+		{[]string{"python", "-c", "print(1)"}, nil, nil},
+		{[]string{"python", "-m"}, nil, nil},
+		{[]string{"python", "--version"}, nil, nil},
+		{[]string{"python"}, nil, nil},
+		{[]string{"torchrun", "train.py"}, nil, nil},
+		{[]string{"sh", "-c", "python train.py"}, nil, nil},
+	} {
+		interp, target, ok := pythonCommand(c.cmd)
+		if ok != (c.interp != nil) || !slices.Equal(interp, c.interp) || !slices.Equal(target, c.target) {
+			t.Errorf("pythonCommand(%q) = %q, %q, %v; want %q, %q", c.cmd, interp, target, ok, c.interp, c.target)
+		}
+	}
+}
+
+// TestTakeSpareHandsOverOnlyAnImportedProcess runs warm processes that
+// keep warm.py's protocol (a byte on fd 3 once imported, then one line on
+// stdin) without Python: a shell script named python3 stands in for the
+// interpreter, so the order of events is the test's, not the scheduler's.
+func TestTakeSpareHandsOverOnlyAnImportedProcess(t *testing.T) {
+	tests := []struct {
+		name string
+		// warm is the body of the fake interpreter. $FIFO is a fifo the
+		// test writes a line to once takeSpare was called, when fifo is set.
+		warm     string
+		fifo     bool
+		imported bool
+	}{
+		{"imported and waiting", `printf 1 >&3; exec 3>&-; read go < "$FIFO"; read line`, true, true},
+		// Handed the command, it would fail with warm.py's exit code 3:
+		// the command's failure, as far as exec could tell.
+		{"import fails after takeSpare was called", `read go < "$FIFO"; exit 3`, true, false},
+		{"import failed before", `exit 3`, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			fifo := filepath.Join(dir, "go")
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("FIFO", fifo)
+			python := filepath.Join(dir, "python3")
+			if err := os.WriteFile(python, []byte("#!/bin/sh\n"+tt.warm+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cfg := DefaultConfig()
+			cfg.Command = []string{python, "train.py"}
+			cfg.Preload = []string{"heavy"}
+			cfg.Stdout, cfg.Stderr = io.Discard, io.Discard
+			r := &runner{cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			r.startSpares(&api.Rendezvous{LocalWorldSize: 1}, EnvOptions{})
+			defer r.stopSpares()
+			if r.spares[0] == nil {
+				t.Fatal("no warm process started")
+			}
+			taken := make(chan *spare, 1)
+			go func() { taken <- r.takeSpare(0) }()
+			if tt.fifo {
+				if err := os.WriteFile(fifo, []byte("go\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := <-taken
+			if s != nil {
+				defer s.p.Kill()
+			}
+			if got := s != nil; got != tt.imported {
+				t.Fatalf("takeSpare handed over the warm process: %v, want %v", got, tt.imported)
+			}
+		})
+	}
+}

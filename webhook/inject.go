@@ -1,0 +1,453 @@
+package webhook
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+
+	"github.com/ringside/ringside/coordinator/record"
+)
+
+// The pod's labels and annotations that ask for and shape the injection.
+const (
+	// JobLabel names the ringside job the pod is a worker of; a pod
+	// without it is not injected.
+	JobLabel = "ringside.dev/job"
+	// InjectAnnotation "false" opts a pod out.
+	InjectAnnotation = "ringside.dev/inject"
+	// ModeAnnotation is live (the default: the trainer follows the
+	// generations itself through the Python client), restart (its
+	// command runs under `ringside exec`, restarted on every generation)
+	// or launcher (a launcher such as horovodrun starts the training
+	// processes from the membership `ringside discover-hosts` prints; the
+	// trainers never call the sidecar).
+	ModeAnnotation = "ringside.dev/mode"
+	// SlotsAnnotation is the number of trainer processes (ranks) in the
+	// pod; by default the trainer container's nvidia.com/gpu limit, or 1.
+	SlotsAnnotation = "ringside.dev/slots"
+	// ContainerAnnotation names the trainer container; by default the
+	// pod's first container.
+	ContainerAnnotation = "ringside.dev/container"
+	// InjectedAnnotation marks an injected pod with the injector's
+	// version: a pod that has it is never injected again.
+	InjectedAnnotation = "ringside.dev/injected"
+	// NamespaceLabel "enabled" on a namespace opts its pods in (the
+	// webhook's namespaceSelector).
+	NamespaceLabel = "ringside.dev/injection"
+)
+
+// Modes of ModeAnnotation.
+const (
+	ModeLive    = "live"
+	ModeRestart = "restart"
+	// ModeLauncher is for jobs whose trainers do not talk to the sidecar:
+	// the sidecar joins the ring at once instead of awaiting a trainer
+	// that will never attach, and the trainer's command is left as it is
+	// (the launcher, not `ringside exec`, starts one process per slot).
+	ModeLauncher = "launcher"
+)
+
+// Names and paths the injection adds to a pod.
+const (
+	SidecarName    = "ringside"
+	RunVolume      = "ringside-run"
+	EtcdTLSVolume  = "ringside-etcd-tls"
+	GossipVolume   = "ringside-gossip-key"
+	RunDir         = "/var/run/ringside"
+	SocketPath     = RunDir + "/ringside.sock"
+	BinaryPath     = RunDir + "/bin/ringside"
+	NCCLConfPath   = RunDir + "/nccl.conf"
+	etcdTLSDir     = "/etc/ringside/etcd"
+	gossipDir      = "/etc/ringside/gossip"
+	gossipKeyFile  = "gossip-key"
+	gpuResource    = "nvidia.com/gpu"
+	maxSlots       = 1024
+	graceMarginSec = 15
+)
+
+// Config is the job-independent part of what is injected: the webhook's
+// settings.
+type Config struct {
+	// Image is the sidecar's image, with ImagePullPolicy.
+	Image           string
+	ImagePullPolicy corev1.PullPolicy
+	// EtcdEndpoints are the etcd client URLs the sidecars use.
+	EtcdEndpoints []string
+	// EtcdTLSSecret names a Secret in the pod's namespace holding ca.crt,
+	// tls.crt and tls.key for etcd's mTLS; empty: no client certificate.
+	EtcdTLSSecret string
+	// GossipKeySecret names a Secret in the pod's namespace with the
+	// gossip key under "gossip-key"; empty: gossip in plain text, for a
+	// network where every host is trusted.
+	GossipKeySecret string
+	// GossipPort and ProbePort are the sidecar's ports in the pod.
+	GossipPort, ProbePort int32
+	// Grace is the longest the sidecar's drain waits; the pod's
+	// termination grace period is raised to leave room for it.
+	Grace time.Duration
+	// Resources are the sidecar's requests and limits.
+	Resources corev1.ResourceRequirements
+	// Version is written into InjectedAnnotation.
+	Version string
+}
+
+// DefaultConfig is the webhook's default settings for image.
+func DefaultConfig(image string) Config {
+	return Config{
+		Image:           image,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		EtcdEndpoints:   []string{"http://ringside-etcd:2379"},
+		GossipPort:      7946,
+		ProbePort:       9401,
+		Grace:           25 * time.Second,
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+		},
+		Version: "v1",
+	}
+}
+
+// Validate reports what is wrong with c.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Image == "" {
+		errs = append(errs, errors.New("sidecar image is empty"))
+	}
+	if len(c.EtcdEndpoints) == 0 {
+		errs = append(errs, errors.New("no etcd endpoints"))
+	}
+	for name, p := range map[string]int32{"gossip": c.GossipPort, "probe": c.ProbePort} {
+		if p < 1 || p > 65535 {
+			errs = append(errs, fmt.Errorf("%s port %d is not a port", name, p))
+		}
+	}
+	if c.GossipPort == c.ProbePort {
+		errs = append(errs, fmt.Errorf("the gossip and probe ports are both %d", c.GossipPort))
+	}
+	if c.Grace < time.Second {
+		errs = append(errs, fmt.Errorf("drain grace %s is shorter than 1s", c.Grace))
+	}
+	return errors.Join(errs...)
+}
+
+// Skipped is why a pod was left as it is.
+type Skipped string
+
+// Reasons to leave a pod untouched.
+const (
+	NotOptedIn      Skipped = "the pod has no " + JobLabel + " label"
+	OptedOut        Skipped = "the pod has " + InjectAnnotation + `: "false"`
+	AlreadyInjected Skipped = "the pod is injected already"
+)
+
+// Inject returns pod with the sidecar added for namespace (the pod's
+// namespace; at admission a new pod's metadata may not carry it), or the
+// reason it is left alone. pod is not modified. An error says why the pod
+// cannot be injected (conflicting settings): the admission denies it.
+func Inject(pod *corev1.Pod, namespace string, cfg Config) (*corev1.Pod, Skipped, error) {
+	job, ok := pod.Labels[JobLabel]
+	switch {
+	case !ok:
+		return nil, NotOptedIn, nil
+	case pod.Annotations[InjectAnnotation] == "false":
+		return nil, OptedOut, nil
+	case pod.Annotations[InjectedAnnotation] != "":
+		return nil, AlreadyInjected, nil
+	}
+	if name, ok := sidecarOf(pod); ok {
+		return nil, "", fmt.Errorf("the pod already has a ringside sidecar (container %q) that the webhook did not inject (the pod has no %s annotation), and a second one would join the job as another member: remove it or the %s label", name, InjectedAnnotation, JobLabel)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, "", fmt.Errorf("injector settings: %w", err)
+	}
+	s, err := settingsOf(pod, job, namespace)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := checkConflicts(pod, s, cfg); err != nil {
+		return nil, "", err
+	}
+	out := pod.DeepCopy()
+	out.Annotations = maps.Clone(out.Annotations)
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	out.Annotations[InjectedAnnotation] = cfg.Version
+	out.Spec.Volumes = append(out.Spec.Volumes, volumes(cfg)...)
+	out.Spec.InitContainers = append([]corev1.Container{sidecar(s, cfg)}, out.Spec.InitContainers...)
+	trainer := &out.Spec.Containers[s.trainer]
+	trainer.Env = append(trainer.Env,
+		corev1.EnvVar{Name: "RINGSIDE_SOCKET", Value: SocketPath},
+		corev1.EnvVar{Name: "NCCL_CONF_FILE", Value: NCCLConfPath})
+	if s.slots > 1 {
+		trainer.Env = append(trainer.Env, corev1.EnvVar{Name: "RINGSIDE_SLOTS", Value: strconv.Itoa(s.slots)})
+	}
+	trainer.VolumeMounts = append(trainer.VolumeMounts, corev1.VolumeMount{Name: RunVolume, MountPath: RunDir})
+	if s.wrap {
+		launch := []string{BinaryPath, "exec", "--socket", SocketPath}
+		if s.mode == ModeLive {
+			launch = append(launch, "--live", "--slots", strconv.Itoa(s.slots))
+		}
+		trainer.Command = append(append(launch, "--"), append(trainer.Command, trainer.Args...)...)
+		trainer.Args = nil
+	}
+	grace := int64(cfg.Grace/time.Second) + graceMarginSec
+	if cur := out.Spec.TerminationGracePeriodSeconds; cur == nil || *cur < grace {
+		out.Spec.TerminationGracePeriodSeconds = ptr.To(grace)
+	}
+	return out, "", nil
+}
+
+// settings is what the pod's labels and annotations ask for.
+type settings struct {
+	job, namespace string
+	mode           string
+	slots          int
+	trainer        int  // index in Containers
+	wrap           bool // the trainer's command runs under ringside exec
+	uid            *int64
+}
+
+func settingsOf(pod *corev1.Pod, job, namespace string) (settings, error) {
+	s := settings{job: job, namespace: namespace, mode: ModeLive}
+	var errs []error
+	if err := checkJobLabel(job); err != nil {
+		errs = append(errs, err)
+	}
+	if namespace == "" {
+		errs = append(errs, errors.New("the pod's namespace is unknown"))
+	} else if err := record.ValidateName("namespace", namespace); err != nil {
+		errs = append(errs, fmt.Errorf("the pod's namespace cannot name a ringside job's: %w", err))
+	}
+	if len(pod.Spec.Containers) == 0 {
+		return s, errors.New("the pod has no containers")
+	}
+	if m, ok := pod.Annotations[ModeAnnotation]; ok {
+		if m != ModeLive && m != ModeRestart && m != ModeLauncher {
+			errs = append(errs, fmt.Errorf("annotation %s is %q: want %s, %s or %s", ModeAnnotation, m, ModeLive, ModeRestart, ModeLauncher))
+		}
+		s.mode = m
+	}
+	s.trainer = 0
+	if name, ok := pod.Annotations[ContainerAnnotation]; ok {
+		s.trainer = slices.IndexFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == name })
+		if s.trainer < 0 {
+			return s, errors.Join(append(errs, fmt.Errorf("annotation %s names container %q, which the pod does not have", ContainerAnnotation, name))...)
+		}
+	}
+	trainer := pod.Spec.Containers[s.trainer]
+	s.slots = 1
+	if gpus, ok := trainer.Resources.Limits[gpuResource]; ok && gpus.Value() > 1 {
+		s.slots = int(gpus.Value())
+	}
+	if v, ok := pod.Annotations[SlotsAnnotation]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxSlots {
+			errs = append(errs, fmt.Errorf("annotation %s is %q: want a whole number from 1 to %d", SlotsAnnotation, v, maxSlots))
+		}
+		s.slots = n
+	}
+	s.wrap = s.mode == ModeRestart || (s.mode == ModeLive && s.slots > 1)
+	if s.wrap && len(trainer.Command) == 0 {
+		errs = append(errs, fmt.Errorf("container %q has no command: %s runs it under ringside exec, so give the command in the pod spec (the image's entrypoint is not known here)", trainer.Name, launchWhy(s)))
+	}
+	s.uid = trainerUID(pod, trainer)
+	return s, errors.Join(errs...)
+}
+
+// checkJobLabel refuses a job label the sidecar's coordinator would not
+// take as a job name (its key prefix), or that is no Kubernetes label
+// value (the API server would refuse the pod after the webhook, with a
+// message that does not say what ringside needs).
+func checkJobLabel(job string) error {
+	var why []string
+	if err := record.ValidateName("job", job); err != nil {
+		why = append(why, "ringside refuses it as a job name: "+err.Error())
+	}
+	for _, msg := range validation.IsValidLabelValue(job) {
+		why = append(why, "it is not a Kubernetes label value: "+msg)
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return fmt.Errorf("label %s is %q, which cannot name the pod's ringside job: %s", JobLabel, job, strings.Join(why, "; "))
+}
+
+func launchWhy(s settings) string {
+	if s.mode == ModeRestart {
+		return "restart mode"
+	}
+	return fmt.Sprintf("live mode with %d slots", s.slots)
+}
+
+func trainerUID(pod *corev1.Pod, c corev1.Container) *int64 {
+	if c.SecurityContext != nil && c.SecurityContext.RunAsUser != nil {
+		return c.SecurityContext.RunAsUser
+	}
+	if pod.Spec.SecurityContext != nil {
+		return pod.Spec.SecurityContext.RunAsUser
+	}
+	return nil
+}
+
+// sidecarOf names a container of pod that runs `ringside sidecar`: the
+// ringside image's entrypoint given the sidecar argument (as the webhook
+// writes it), or a command line that holds ringside then sidecar, also
+// inside a shell's script.
+func sidecarOf(pod *corev1.Pod) (string, bool) {
+	for _, c := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
+		if len(c.Command) == 0 && len(c.Args) > 0 && c.Args[0] == "sidecar" &&
+			(c.Name == SidecarName || strings.Contains(c.Image, "ringside")) {
+			return c.Name, true
+		}
+		var words []string
+		for _, arg := range slices.Concat(c.Command, c.Args) {
+			words = append(words, strings.Fields(arg)...)
+		}
+		for i := 1; i < len(words); i++ {
+			if words[i] == "sidecar" && path.Base(words[i-1]) == "ringside" {
+				return c.Name, true
+			}
+		}
+	}
+	return "", false
+}
+
+// checkConflicts refuses a pod whose names, mounts or ports the
+// injection would take.
+func checkConflicts(pod *corev1.Pod, s settings, cfg Config) error {
+	var errs []error
+	for _, c := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
+		if c.Name == SidecarName {
+			errs = append(errs, fmt.Errorf("the pod already has a container named %q", SidecarName))
+		}
+		for _, p := range c.Ports {
+			if p.ContainerPort == cfg.GossipPort || p.ContainerPort == cfg.ProbePort {
+				errs = append(errs, fmt.Errorf("container %q declares port %d, which the ringside sidecar uses (gossip %d, probes %d)", c.Name, p.ContainerPort, cfg.GossipPort, cfg.ProbePort))
+			}
+		}
+	}
+	for _, v := range pod.Spec.Volumes {
+		if strings.HasPrefix(v.Name, "ringside-") {
+			errs = append(errs, fmt.Errorf("the pod already has a volume named %q; names starting with ringside- are the sidecar's", v.Name))
+		}
+	}
+	for _, m := range pod.Spec.Containers[s.trainer].VolumeMounts {
+		if path.Clean(m.MountPath) == RunDir {
+			errs = append(errs, fmt.Errorf("container %q already mounts %s, where the sidecar's socket goes", pod.Spec.Containers[s.trainer].Name, RunDir))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func volumes(cfg Config) []corev1.Volume {
+	vs := []corev1.Volume{{Name: RunVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	if cfg.EtcdTLSSecret != "" {
+		vs = append(vs, corev1.Volume{Name: EtcdTLSVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: cfg.EtcdTLSSecret, DefaultMode: ptr.To[int32](0o400)}}})
+	}
+	if cfg.GossipKeySecret != "" {
+		vs = append(vs, corev1.Volume{Name: GossipVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: cfg.GossipKeySecret, DefaultMode: ptr.To[int32](0o400)}}})
+	}
+	return vs
+}
+
+// sidecar is the native sidecar container.
+func sidecar(s settings, cfg Config) corev1.Container {
+	args := []string{"sidecar",
+		"--job=" + s.job,
+		"--namespace=" + s.namespace,
+		"--slots=" + strconv.Itoa(s.slots),
+		"--socket=" + SocketPath,
+		"--gossip-port=" + strconv.Itoa(int(cfg.GossipPort)),
+		"--probe-addr=:" + strconv.Itoa(int(cfg.ProbePort)),
+		"--grace=" + cfg.Grace.String(),
+		"--nccl-conf-file=" + NCCLConfPath,
+		"--etcd-endpoints=" + strings.Join(cfg.EtcdEndpoints, ","),
+	}
+	// A live trainer attaches once it has started (imported torch, loaded
+	// its data), and the others need not wait for it meanwhile. A
+	// launcher's workers never attach: awaiting them would keep every
+	// member but the launcher's out of the ring for good.
+	if s.mode == ModeLive {
+		args = append(args, "--await-trainer")
+	}
+	if s.wrap {
+		args = append(args, "--install-to="+BinaryPath)
+	}
+	if s.uid != nil && *s.uid != 0 {
+		args = append(args, "--api-allow-uids="+strconv.FormatInt(*s.uid, 10))
+	}
+	mounts := []corev1.VolumeMount{{Name: RunVolume, MountPath: RunDir}}
+	if cfg.EtcdTLSSecret != "" {
+		args = append(args, "--etcd-ca="+etcdTLSDir+"/ca.crt", "--etcd-cert="+etcdTLSDir+"/tls.crt", "--etcd-key="+etcdTLSDir+"/tls.key")
+		mounts = append(mounts, corev1.VolumeMount{Name: EtcdTLSVolume, MountPath: etcdTLSDir, ReadOnly: true})
+	}
+	if cfg.GossipKeySecret != "" {
+		args = append(args, "--gossip-key-file="+gossipDir+"/"+gossipKeyFile)
+		mounts = append(mounts, corev1.VolumeMount{Name: GossipVolume, MountPath: gossipDir, ReadOnly: true})
+	} else {
+		args = append(args, "--insecure-trusted-network")
+	}
+	field := func(name, path string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
+	}
+	probe := func(path string, period, failures int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(cfg.ProbePort)}},
+			PeriodSeconds:    period,
+			FailureThreshold: failures,
+			TimeoutSeconds:   1,
+		}
+	}
+	return corev1.Container{
+		Name:            SidecarName,
+		Image:           cfg.Image,
+		ImagePullPolicy: cfg.ImagePullPolicy,
+		Args:            args,
+		RestartPolicy:   ptr.To(corev1.ContainerRestartPolicyAlways),
+		Env: []corev1.EnvVar{
+			field("POD_NAME", "metadata.name"),
+			field("POD_NAMESPACE", "metadata.namespace"),
+			field("NODE_NAME", "spec.nodeName"),
+			field("POD_IP", "status.podIP"),
+		},
+		Ports: []corev1.ContainerPort{
+			{Name: "rs-gossip", ContainerPort: cfg.GossipPort, Protocol: corev1.ProtocolTCP},
+			{Name: "rs-gossip-udp", ContainerPort: cfg.GossipPort, Protocol: corev1.ProtocolUDP},
+			{Name: "rs-metrics", ContainerPort: cfg.ProbePort, Protocol: corev1.ProtocolTCP},
+		},
+		// The trainer starts once the sidecar serves; the pod is ready
+		// once its member is in a generation.
+		StartupProbe:   probe("/healthz", 1, 60),
+		ReadinessProbe: probe("/readyz", 2, 1),
+		LivenessProbe:  probe("/healthz", 10, 3),
+		Resources:      cfg.Resources,
+		VolumeMounts:   mounts,
+		// NET_ADMIN destroys the trainer's sockets to a dead peer, which
+		// is all the sidecar needs of the node. A non-root process would
+		// hold it only as an ambient capability, which pods cannot grant,
+		// so the sidecar runs as uid 0 with that one capability and no
+		// way to gain more.
+		SecurityContext: &corev1.SecurityContext{
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_ADMIN"}},
+			RunAsUser:                ptr.To[int64](0),
+			RunAsNonRoot:             ptr.To(false),
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+}

@@ -1,0 +1,270 @@
+package webhook
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// secureConfig is a webhook's settings with etcd mTLS and a gossip key.
+func secureConfig() Config {
+	cfg := DefaultConfig("ringside:test")
+	cfg.EtcdEndpoints = []string{"https://etcd-0.etcd:2379", "https://etcd-1.etcd:2379"}
+	cfg.EtcdTLSSecret, cfg.GossipKeySecret = "ringside-etcd-client", "ringside-gossip"
+	return cfg
+}
+
+func readPod(t *testing.T, name string) *corev1.Pod {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod corev1.Pod
+	if err := yaml.UnmarshalStrict(raw, &pod); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return &pod
+}
+
+// golden compares got with testdata/name, or rewrites it under -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test ./webhook -update writes it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s differs (-want +got; go test ./webhook -update rewrites it):\n%s", path, diff)
+	}
+}
+
+// Each pod of testdata is injected as its golden file says, the patch
+// applied to the pod gives the same pod, and a second injection of the
+// result changes nothing. (The patch itself is not a golden file: the
+// library that diffs the pods orders its operations as it likes.)
+func TestInjectGolden(t *testing.T) {
+	for _, tc := range []struct {
+		pod string
+		cfg Config
+	}{
+		{"live.pod.yaml", DefaultConfig("ringside:test")},
+		{"restart.pod.yaml", secureConfig()},
+		{"gpus.pod.yaml", secureConfig()},
+		{"launcher.pod.yaml", DefaultConfig("ringside:test")},
+	} {
+		t.Run(tc.pod, func(t *testing.T) {
+			pod := readPod(t, tc.pod)
+			orig := pod.DeepCopy()
+			out, skipped, err := Inject(pod, "team-a", tc.cfg)
+			if err != nil || out == nil {
+				t.Fatalf("Inject: %v (skipped: %q)", err, skipped)
+			}
+			if diff := cmp.Diff(orig, pod); diff != "" {
+				t.Errorf("Inject modified its input:\n%s", diff)
+			}
+			y, err := yaml.Marshal(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			base := strings.TrimSuffix(tc.pod, ".pod.yaml")
+			golden(t, base+".injected.yaml", y)
+
+			patch, _, err := Patch(pod, "team-a", tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			applied := apply(t, pod, patch)
+			if diff := cmp.Diff(out, applied); diff != "" {
+				t.Errorf("the patch applied to the pod is not the injected pod:\n%s", diff)
+			}
+			again, skipped, err := Patch(applied, "team-a", tc.cfg)
+			if err != nil || again != nil || skipped != AlreadyInjected {
+				t.Errorf("a second injection: patch %s, skipped %q, err %v; want none, %q", again, skipped, err, AlreadyInjected)
+			}
+		})
+	}
+}
+
+func apply(t *testing.T, pod *corev1.Pod, patch []byte) *corev1.Pod {
+	t.Helper()
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		t.Fatalf("decode the patch: %v", err)
+	}
+	raw, err = p.Apply(raw)
+	if err != nil {
+		t.Fatalf("apply the patch: %v", err)
+	}
+	var out corev1.Pod
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
+}
+
+func TestPodsLeftAlone(t *testing.T) {
+	cfg := DefaultConfig("ringside:test")
+	plain := readPod(t, "live.pod.yaml")
+	delete(plain.Labels, JobLabel)
+	optedOut := readPod(t, "live.pod.yaml")
+	optedOut.Annotations = map[string]string{InjectAnnotation: "false"}
+	marked := readPod(t, "live.pod.yaml")
+	marked.Annotations = map[string]string{InjectedAnnotation: "v0"}
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		want Skipped
+	}{
+		{"no job label", plain, NotOptedIn},
+		{"opted out", optedOut, OptedOut},
+		{"marked injected", marked, AlreadyInjected},
+	} {
+		patch, skipped, err := Patch(tc.pod, "team-a", cfg)
+		if err != nil || patch != nil || skipped != tc.want {
+			t.Errorf("%s: patch %s, skipped %q, err %v; want none, %q", tc.name, patch, skipped, err, tc.want)
+		}
+	}
+}
+
+// A pod that runs a ringside sidecar the webhook did not inject is
+// refused (a second sidecar would be a second member), while one the
+// webhook injected, which carries its annotation, is left as it is.
+func TestASidecarNotInjectedIsRefused(t *testing.T) {
+	cfg := DefaultConfig("ringside:test")
+	injected, _, err := Inject(readPod(t, "live.pod.yaml"), "team-a", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if patch, skipped, err := Patch(injected, "team-a", cfg); err != nil || patch != nil || skipped != AlreadyInjected {
+		t.Errorf("the injected pod: patch %s, skipped %q, err %v; want none, %q", patch, skipped, err, AlreadyInjected)
+	}
+	unmarked := injected.DeepCopy()
+	delete(unmarked.Annotations, InjectedAnnotation)
+	const want = "already has a ringside sidecar"
+	for _, tc := range []struct {
+		name    string
+		pod     *corev1.Pod
+		sidecar string
+	}{
+		{"the webhook's sidecar without its annotation", unmarked, SidecarName},
+		{"an init container running ringside sidecar", withContainer(t, true, corev1.Container{
+			Name: "membership", Image: "example.com/tools:1", Command: []string{"/usr/local/bin/ringside", "sidecar", "--job=llama"}, RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+		}), "membership"},
+		{"the ringside image given the sidecar argument", withContainer(t, false, corev1.Container{
+			Name: "agent", Image: "registry.example.com/ringside:0.1.0", Args: []string{"sidecar", "--job=llama"},
+		}), "agent"},
+		{"a shell that runs ringside sidecar", withContainer(t, false, corev1.Container{
+			Name: "agent", Image: "example.com/tools:1", Command: []string{"/bin/sh", "-c", "exec ringside sidecar --job=llama"},
+		}), "agent"},
+	} {
+		patch, _, err := Patch(tc.pod, "team-a", cfg)
+		if err == nil || patch != nil || !strings.Contains(err.Error(), want) ||
+			!strings.Contains(err.Error(), fmt.Sprintf("container %q", tc.sidecar)) || !strings.Contains(err.Error(), "remove it or the ringside.dev/job label") {
+			t.Errorf("%s: patch %s, err %v; want refused, naming container %q and saying %q", tc.name, patch, err, tc.sidecar, want)
+		}
+	}
+	other := withContainer(t, false, corev1.Container{Name: "logger", Image: "example.com/logger:1", Args: []string{"sidecar"}})
+	if _, _, err := Inject(other, "team-a", cfg); err != nil {
+		t.Errorf("a container of another image with the argument sidecar: %v, want injected", err)
+	}
+}
+
+// withContainer is live.pod.yaml with c added to its init containers or
+// its containers.
+func withContainer(t *testing.T, init bool, c corev1.Container) *corev1.Pod {
+	t.Helper()
+	pod := readPod(t, "live.pod.yaml")
+	if init {
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, c)
+	} else {
+		pod.Spec.Containers = append(pod.Spec.Containers, c)
+	}
+	return pod
+}
+
+// A pod whose settings conflict with the injection is refused with a
+// message naming the conflict.
+func TestConflictsAreRefused(t *testing.T) {
+	cfg := DefaultConfig("ringside:test")
+	for _, tc := range []struct {
+		name   string
+		mutate func(*corev1.Pod)
+		want   string
+	}{
+		{"empty job", func(p *corev1.Pod) { p.Labels[JobLabel] = "" }, `label ringside.dev/job is "", which cannot name the pod's ringside job: ringside refuses it as a job name: job is empty`},
+		{"a job with a slash", func(p *corev1.Pod) { p.Labels[JobLabel] = "team/llama" }, `label ringside.dev/job is "team/llama", which cannot name the pod's ringside job: ringside refuses it as a job name: job "team/llama" contains '/' or whitespace; it is not a Kubernetes label value`},
+		{"a job with a space", func(p *corev1.Pod) { p.Labels[JobLabel] = "llama 7b" }, `job "llama 7b" contains '/' or whitespace`},
+		{"a job too long for a label", func(p *corev1.Pod) { p.Labels[JobLabel] = strings.Repeat("j", 64) }, "it is not a Kubernetes label value: must be no more than 63 bytes"},
+		{"a job that starts with a dash", func(p *corev1.Pod) { p.Labels[JobLabel] = "-llama" }, `label ringside.dev/job is "-llama", which cannot name the pod's ringside job: it is not a Kubernetes label value: a valid label must be`},
+		{"a container named ringside", func(p *corev1.Pod) {
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "ringside", Image: "x"})
+		}, `already has a container named "ringside"`},
+		{"our volume name", func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: RunVolume})
+		}, `volume named "ringside-run"`},
+		{"the gossip port", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 7946}}
+		}, "declares port 7946"},
+		{"the probe port", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 9401}}
+		}, "declares port 9401"},
+		{"the socket directory", func(p *corev1.Pod) {
+			p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "x", MountPath: "/var/run/ringside/"}}
+		}, "already mounts /var/run/ringside"},
+		{"restart mode without a command", func(p *corev1.Pod) {
+			p.Annotations = map[string]string{ModeAnnotation: ModeRestart}
+			p.Spec.Containers[0].Command = nil
+		}, `container "trainer" has no command: restart mode runs it under ringside exec`},
+		{"a mode we do not know", func(p *corev1.Pod) { p.Annotations = map[string]string{ModeAnnotation: "eager"} }, `ringside.dev/mode is "eager"`},
+		{"slots not a number", func(p *corev1.Pod) { p.Annotations = map[string]string{SlotsAnnotation: "eight"} }, `ringside.dev/slots is "eight"`},
+		{"slots zero", func(p *corev1.Pod) { p.Annotations = map[string]string{SlotsAnnotation: "0"} }, `ringside.dev/slots is "0"`},
+		{"an unknown trainer container", func(p *corev1.Pod) { p.Annotations = map[string]string{ContainerAnnotation: "main"} }, `names container "main"`},
+		{"no containers", func(p *corev1.Pod) { p.Spec.Containers = nil }, "no containers"},
+	} {
+		pod := readPod(t, "live.pod.yaml")
+		tc.mutate(pod)
+		patch, _, err := Patch(pod, "team-a", cfg)
+		if err == nil || patch != nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: patch %s, err %v; want refused naming %q", tc.name, patch, err, tc.want)
+		}
+	}
+	patch, _, err := Patch(readPod(t, "live.pod.yaml"), "team a", cfg)
+	if want := `namespace "team a" contains '/' or whitespace`; err == nil || patch != nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a namespace the coordinator refuses: patch %s, err %v; want refused naming %q", patch, err, want)
+	}
+}
+
+func TestBadConfigIsRefused(t *testing.T) {
+	cfg := DefaultConfig("")
+	cfg.ProbePort = cfg.GossipPort
+	_, _, err := Inject(readPod(t, "live.pod.yaml"), "team-a", cfg)
+	for _, want := range []string{"sidecar image is empty", "both 7946"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Inject with a bad config: %v, want it to say %q", err, want)
+		}
+	}
+}
