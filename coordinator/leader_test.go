@@ -169,3 +169,32 @@ func TestAFreshLeaderNumbersAboveALostGenerationKey(t *testing.T) {
 	// a's process (its job, and any trainer behind it) takes it.
 	awaitNewer(t, "a's job", seen, last.Number, hasIDs("b"))
 }
+
+// A leader that crashes (its lease runs out, nobody evicts it) after the
+// generation key was lost: the next leader must commit the ring without it
+// on its own, and every survivor's view must move on.
+func TestALostGenerationKeyAndACrashedLeaderLeaveTheSurvivorsARing(t *testing.T) {
+	srv := etcdtest.Start(t)
+	client := etcdtest.Client(t, srv)
+	ja, jb, jc := newTestJob(t, client), newTestJob(t, client), newTestJob(t, client)
+	a := join(t, ja, "a")
+	leaderOf(t, a)
+	b, c := join(t, jb, "b"), join(t, jc, "c")
+	last := await(t, c, "all three", hasIDs("a", "b", "c"))
+	ctx := context.Background()
+	if _, err := client.Delete(ctx, ja.genKey()); err != nil {
+		t.Fatal(err)
+	}
+	a.Close() // no revoke: the lease runs out, as a crashed process's does
+	for _, m := range []*Member{b, c} {
+		g := awaitNewer(t, m.ID(), m.Generations(), last.Number, hasIDs("b", "c"))
+		if g.Leader == "a" {
+			t.Fatalf("generation %d committed by the crashed leader", g.Number)
+		}
+	}
+	for _, j := range []*Job{jb, jc} {
+		if g := j.Generation(); !hasIDs("b", "c")(g) {
+			t.Fatalf("job holds generation %d with %v, want b and c", g.Number, g.IDs())
+		}
+	}
+}

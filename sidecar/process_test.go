@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/internal/etcdtest"
 	"github.com/ringside/ringside/internal/loopback"
 	"github.com/ringside/ringside/internal/testbin"
@@ -183,5 +184,54 @@ func TestThreeNeighboursKilledAtOnceAreAllEvicted(t *testing.T) {
 	swept := `"suspect":"` + ring[1] + `","why":"a sweep after a confirmed death`
 	if out := byID[ring[0]].out.String() + byID[ring[4]].out.String() + byID[ring[5]].out.String(); !strings.Contains(out, swept) {
 		t.Errorf("no survivor swept %s, whose watchers died with it", ring[1])
+	}
+}
+
+// TestLostGenerationKeyThenLeaderKilled: the generation key is lost (by
+// hand, or in a restore), then the leader's process is SIGKILLed. With a
+// 60 s TTL only votes can evict it: the next leader must commit the ring
+// without it at once, and every survivor must train in that ring.
+func TestLostGenerationKeyThenLeaderKilled(t *testing.T) {
+	srv := etcdtest.Start(t)
+	var ps []*sidecarProc
+	for n := range 4 {
+		p := startSidecar(t, srv.Endpoints(), n, "--ttl", "60s")
+		p.waitReady(t)
+		ps = append(ps, p)
+	}
+	all := ps[1].api.awaitRendezvous("all four", func(r *api.Rendezvous) bool { return r.WorldSize == 4 })
+	client := etcdtest.Client(t, srv)
+	key := "/ringside/default/proc/" + record.GenerationKey
+	resp, err := client.Get(t.Context(), key)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("read the generation: %v (%d keys)", err, len(resp.Kvs))
+	}
+	gen, err := record.DecodeGeneration(resp.Kvs[0].Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Delete(t.Context(), key); err != nil {
+		t.Fatal(err)
+	}
+	var victim *sidecarProc
+	for _, p := range ps {
+		if p.id == gen.Leader {
+			victim = p
+		}
+	}
+	if victim == nil {
+		t.Fatalf("leader %q is none of the sidecars", gen.Leader)
+	}
+	victim.cmd.Process.Kill()
+	for _, p := range ps {
+		if p == victim {
+			continue
+		}
+		r := p.api.awaitRendezvous(p.id+"'s ring without the killed leader", func(r *api.Rendezvous) bool {
+			return r.Generation > all.Generation && !has(r, victim.id)
+		})
+		if r.WorldSize != 3 {
+			t.Fatalf("%s: world size %d, want 3", p.id, r.WorldSize)
+		}
 	}
 }
