@@ -39,7 +39,7 @@ func TestWriteHostReportMatchesTheGoldenFiles(t *testing.T) {
 			if err := WriteHostReport(&b, tt.host(t)); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, tt.golden, b.String())
+			matchGolden(t, tt.golden, b.String())
 		})
 	}
 }

@@ -27,7 +27,7 @@ func TestPlanWriteTextMatchesTheGoldenFile(t *testing.T) {
 	if err := testPlan(t).WriteText(&b); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "plan", b.String())
+	matchGolden(t, "plan", b.String())
 }
 
 func TestPlanSummary(t *testing.T) {

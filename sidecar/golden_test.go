@@ -5,17 +5,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/ringside/ringside/internal/golden"
 
 	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/sidecar"
@@ -23,11 +21,9 @@ import (
 	"github.com/ringside/ringside/trainer/api/apitest"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden answers in api/testdata")
-
 // fixtures holds the trainer API's golden answers and requests; the Python
 // client's tests serve and parse the same files.
-const fixtures = "api/testdata"
+const fixtures = "../trainer/api/testdata"
 
 // Times differ on every run; the golden files hold these instead.
 var (
@@ -70,20 +66,7 @@ func goldenRequest(t *testing.T, file string, v any) string {
 
 func checkGolden(t *testing.T, file string, got []byte) {
 	t.Helper()
-	path := filepath.Join(fixtures, file)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run the test with -update to write it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s (-golden +served), run with -update if the change is meant:\n%s", file, diff)
-	}
+	golden.Check(t, filepath.Join(fixtures, file), string(got))
 }
 
 // goldenGeneration is the generation the golden answers are built from:

@@ -2,12 +2,13 @@ package webhook
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ringside/ringside/internal/golden"
 
 	"github.com/google/go-cmp/cmp"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -15,8 +16,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // secureConfig is a webhook's settings with etcd mTLS and a gossip key.
 func secureConfig() Config {
@@ -39,23 +38,10 @@ func readPod(t *testing.T, name string) *corev1.Pod {
 	return &pod
 }
 
-// golden compares got with testdata/name, or rewrites it under -update.
-func golden(t *testing.T, name string, got []byte) {
+// matchGolden compares got with testdata/name, or rewrites it under -update.
+func matchGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test ./webhook -update writes it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s differs (-want +got; go test ./webhook -update rewrites it):\n%s", path, diff)
-	}
+	golden.Check(t, filepath.Join("testdata", name), string(got))
 }
 
 // Each pod of testdata is injected as its golden file says, the patch
@@ -87,7 +73,7 @@ func TestInjectGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			base := strings.TrimSuffix(tc.pod, ".pod.yaml")
-			golden(t, base+".injected.yaml", y)
+			matchGolden(t, base+".injected.yaml", y)
 
 			patch, _, err := Patch(pod, "team-a", tc.cfg)
 			if err != nil {

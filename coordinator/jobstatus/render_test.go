@@ -2,19 +2,16 @@ package jobstatus
 
 import (
 	"bytes"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/ringside/ringside/internal/golden"
 
 	"github.com/ringside/ringside/coordinator/record"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
 
 func age(s float64) *float64 { return &s }
 
@@ -63,19 +60,7 @@ func TestRenderMatchesTheGoldenFiles(t *testing.T) {
 			if err := Render(&b, tt.s, tt.opts); err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join("testdata", tt.golden+".golden")
-			if *update {
-				if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if diff := cmp.Diff(string(want), b.String()); diff != "" {
-				t.Errorf("%s (-want +got):\n%s", path, diff)
-			}
+			golden.Check(t, filepath.Join("testdata", tt.golden+".golden"), b.String())
 		})
 	}
 }
