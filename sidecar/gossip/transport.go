@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/hashicorp/memberlist"
 )
 
@@ -165,20 +167,22 @@ func (t *transport) Shutdown() error {
 
 func (t *transport) acceptStreams() {
 	defer t.wg.Done()
-	var delay time.Duration
+	// Out of descriptors, most likely: back off as NetTransport does.
+	bo := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(5*time.Millisecond), backoff.WithMaxInterval(time.Second),
+		backoff.WithMultiplier(2), backoff.WithRandomizationFactor(0), backoff.WithMaxElapsedTime(0))
 	for {
 		conn, err := t.tcp.AcceptTCP()
 		if err != nil {
 			if t.closed.Load() {
 				return
 			}
-			// Out of descriptors, most likely: back off as NetTransport does.
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			delay := bo.NextBackOff()
 			t.log.Warn("gossip: accepting a TCP connection failed", "err", err, "retry_in", delay)
 			time.Sleep(delay)
 			continue
 		}
-		delay = 0
+		bo.Reset()
 		t.wg.Go(func() { t.handOver(conn) })
 	}
 }

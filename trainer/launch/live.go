@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/trainer/api"
 	"github.com/ringside/ringside/trainer/client"
@@ -157,10 +159,10 @@ type live struct {
 type liveSlot struct {
 	p        *Process // nil while down
 	started  time.Time
-	restarts int         // TORCHELASTIC_RESTART_COUNT
-	inARow   int         // failures since it last ran RestartBackoffReset
-	backoff  *time.Timer // set while a restart waits out its backoff
-	done     bool        // exited 0, or not to be restarted
+	restarts int                         // TORCHELASTIC_RESTART_COUNT
+	wait     *backoff.ExponentialBackOff // RestartBackoff doubled per failure in a row
+	backoff  *time.Timer                 // set while a restart waits out its backoff
+	done     bool                        // exited 0, or not to be restarted
 }
 
 func (l *live) run(ctx context.Context) (int, error) {
@@ -250,11 +252,15 @@ func (l *live) exited(ex exit) {
 		l.stopAll()
 		return
 	}
-	if ran >= l.cfg.RestartBackoffReset {
-		s.inARow = 0
+	if s.wait == nil {
+		s.wait = backoff.NewExponentialBackOff(
+			backoff.WithInitialInterval(l.cfg.RestartBackoff), backoff.WithMaxInterval(l.cfg.MaxRestartBackoff),
+			backoff.WithMultiplier(2), backoff.WithRandomizationFactor(0), backoff.WithMaxElapsedTime(0))
 	}
-	wait := min(l.cfg.RestartBackoff<<min(s.inARow, 16), l.cfg.MaxRestartBackoff)
-	s.inARow++
+	if ran >= l.cfg.RestartBackoffReset {
+		s.wait.Reset()
+	}
+	wait := s.wait.NextBackOff()
 	s.restarts++
 	l.cfg.Logger.Warn("slot process failed; restarting it alone, its member out of the ring until it attaches again",
 		"local_rank", ex.slot, "exit_code", ex.code, "failures", l.failures, "backoff", wait)

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +40,14 @@ const (
 	backoffMax   = 5 * time.Second
 	backoffReset = 10 * time.Second // a run this long resets the back-off
 )
+
+// newBackoff doubles from backoffFirst to backoffMax without jitter, as
+// the kubelet's restart back-off does.
+func newBackoff() *backoff.ExponentialBackOff {
+	return backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(backoffFirst), backoff.WithMaxInterval(backoffMax),
+		backoff.WithMultiplier(2), backoff.WithRandomizationFactor(0), backoff.WithMaxElapsedTime(0))
+}
 
 // podWorker runs one pod from its binding to its deletion.
 type podWorker struct {
@@ -231,7 +241,7 @@ func (w *podWorker) setUnrunnable(err error) {
 // it works or the pod stops.
 func (w *podWorker) mountVolumes(ctx context.Context) bool {
 	var lastErr string
-	delay := backoffFirst
+	bo := newBackoff()
 	for {
 		vols, err := w.volumes(ctx, filepath.Join(w.dir, "volumes"))
 		if err == nil {
@@ -248,8 +258,7 @@ func (w *podWorker) mountVolumes(ctx context.Context) bool {
 		select {
 		case <-w.end:
 			return false
-		case <-time.After(delay):
-			delay = min(2*delay, backoffMax)
+		case <-time.After(bo.NextBackOff()):
 		}
 	}
 }

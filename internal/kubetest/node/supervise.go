@@ -149,7 +149,7 @@ func exitCodeMatches(e *corev1.ContainerRestartRuleOnExitCodes, code int32) bool
 // doubling back-off, until it is done or halted.
 func (w *podWorker) supervise(ctx context.Context, c *container) {
 	defer close(c.exited)
-	delay := backoffFirst
+	bo := newBackoff()
 	for {
 		if c.stopped() {
 			return
@@ -164,8 +164,9 @@ func (w *podWorker) supervise(ctx context.Context, c *container) {
 			return
 		}
 		if time.Since(began) > backoffReset {
-			delay = backoffFirst
+			bo.Reset()
 		}
+		delay := bo.NextBackOff()
 		c.mu.Lock()
 		if code >= 0 {
 			c.restarts++
@@ -178,7 +179,6 @@ func (w *podWorker) supervise(ctx context.Context, c *container) {
 			return
 		case <-time.After(delay):
 		}
-		delay = min(2*delay, backoffMax)
 	}
 }
 
