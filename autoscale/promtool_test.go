@@ -18,7 +18,6 @@ import (
 // the workqueue's among them, their samples: a vector without any is not
 // in the exposition, and so not checked.
 func TestTheControllersMetricsPassPromtool(t *testing.T) {
-	promcheck.Promtool(t) // build (or skip) before starting anything
 	etcd := startEtcd(t)
 	seedJob(t, etcd, "lint", 1, worker{id: "w0", samplesPerSec: 100})
 	f := newFixture(t, etcd, scaler("lint", func(es *v1alpha1.ElasticScaler) { es.Spec.MinReplicas = 2 }))

@@ -21,7 +21,6 @@ import (
 // a malformed member in etcd give the labelled metrics their samples: a
 // vector without any is not in the exposition, and so not checked.
 func TestTheSidecarsMetricsPassPromtool(t *testing.T) {
-	promcheck.Promtool(t) // build (or skip) before starting anything
 	srv := etcdtest.Start(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
 	a := sidecartest.Start(t, srv.Endpoints(), "promtool", "w0", func(c *sidecar.Config) { c.ProbeAddr = addr })

@@ -1,35 +1,20 @@
 // Package promcheck holds metrics to Prometheus' naming conventions with
-// the checker Prometheus and Kubernetes use, `promtool check metrics`
+// the linter behind `promtool check metrics`, client_golang's promlint
 // (counters end in _total, units are base units and named last, every
-// metric has a HELP), built from github.com/prometheus/prometheus (pinned in
-// internal/tools/promtool, a module of its own) once into the user's cache
-// directory. Each component's test feeds it that component's real /metrics.
-//
-// Without a go command to build promtool, tests skip, or fail when CI=true.
+// metric has a HELP, no series twice). Each component's test feeds it that
+// component's real /metrics. Being a library, it needs no promtool build:
+// `make promtool` still builds the real tool for checking a running
+// component by hand.
 package promcheck
 
 import (
 	"bytes"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/ringside/ringside/internal/testbin"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 )
-
-// Version is the Prometheus whose promtool checks the metrics
-// (internal/tools/promtool/go.mod).
-const Version = "v0.316.0"
-
-var promtool = &testbin.Tool{Name: "promtool", Version: Version, Package: "github.com/prometheus/prometheus/cmd/promtool"}
-
-// Promtool returns the path of the promtool binary, building it on first
-// use (about three and a half minutes cold, seconds from the cache).
-func Promtool(tb testing.TB) string {
-	tb.Helper()
-	return promtool.Path(tb)
-}
 
 // Option adjusts what Check holds an exposition to.
 type Option func(*options)
@@ -39,7 +24,7 @@ type options struct {
 }
 
 // Upstream names the prefixes of metrics that are another project's (etcd_
-// for those etcd's server registers): promtool's naming lints of them
+// for those etcd's server registers): the naming lints of them
 // (suffixes, units, case; see namingProblems) are logged, not failed, since
 // only that project can rename them and its users' dashboards use the names
 // it has. They must still parse and be unique, as everything else must
@@ -48,10 +33,9 @@ func Upstream(prefixes ...string) Option {
 	return func(o *options) { o.upstream = append(o.upstream, prefixes...) }
 }
 
-// namingProblems are the texts of promtool's lints (client_golang's
-// promlint) about a metric's name alone. A lint not listed here fails even
-// for an Upstream metric: a newer promtool's new lint is looked at, not
-// passed over.
+// namingProblems are the texts of promlint's lints about a metric's name
+// alone. A lint not listed here fails even for an Upstream metric: a newer
+// client_golang's new lint is looked at, not passed over.
 var namingProblems = []string{
 	`counter metrics should have "_total" suffix`,
 	`non-counter metrics should not have "_total" suffix`,
@@ -62,9 +46,8 @@ var namingProblems = []string{
 	`metric names should not contain abbreviated units`,
 }
 
-// Check runs `promtool check metrics` on exposition (the text a /metrics
-// endpoint serves) and fails tb with each problem promtool reports, except
-// those opts tolerate.
+// Check lints exposition (the text a /metrics endpoint serves) and fails
+// tb with each problem found, except those opts tolerate.
 func Check(tb testing.TB, exposition []byte, opts ...Option) {
 	tb.Helper()
 	var o options
@@ -74,41 +57,28 @@ func Check(tb testing.TB, exposition []byte, opts ...Option) {
 	if len(bytes.TrimSpace(exposition)) == 0 {
 		tb.Fatal("no metrics to check: the exposition is empty")
 	}
-	cmd := exec.Command(Promtool(tb), "check", "metrics")
-	cmd.Stdin = bytes.NewReader(exposition)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	if err == nil {
-		return
+	problems, err := promlint.New(bytes.NewReader(exposition)).Lint()
+	if err != nil {
+		tb.Fatalf("the metrics do not parse: %v", err)
 	}
-	exit, ok := err.(*exec.ExitError)
-	if !ok {
-		tb.Fatalf("promtool check metrics: %v", err)
-	}
-	// Exit status 3 is lint problems only, one "metric problem" a line;
-	// any other is an exposition promtool could not read.
 	var failed, tolerated []string
-	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
-		if exit.ExitCode() == lintExitCode && o.tolerates(line) {
+	for _, p := range problems {
+		line := p.Metric + " " + p.Text
+		if o.tolerates(line) {
 			tolerated = append(tolerated, line)
 		} else {
 			failed = append(failed, line)
 		}
 	}
 	if len(tolerated) > 0 {
-		tb.Logf("promtool check metrics: %d naming problems of upstream metrics tolerated:\n%s", len(tolerated), strings.Join(tolerated, "\n"))
+		tb.Logf("%d naming problems of upstream metrics tolerated:\n%s", len(tolerated), strings.Join(tolerated, "\n"))
 	}
 	if len(failed) > 0 {
-		tb.Errorf("promtool check metrics finds problems (%v):\n%s", err, strings.Join(failed, "\n"))
+		tb.Errorf("the metrics break Prometheus' conventions:\n%s", strings.Join(failed, "\n"))
 	}
 }
 
-// lintExitCode is promtool's exit status when the metrics parse but fail
-// a lint.
-const lintExitCode = 3
-
-// tolerates reports whether line, a problem promtool reports, is a naming
+// tolerates reports whether line, a problem the linter reports, is a naming
 // lint of an Upstream metric.
 func (o options) tolerates(line string) bool {
 	metric, problem, ok := strings.Cut(line, " ")

@@ -1,6 +1,9 @@
 package promcheck
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 func TestUpstreamToleratesOnlyNamingLintsOfItsPrefixes(t *testing.T) {
 	o := options{upstream: []string{"etcd_"}}
@@ -25,4 +28,31 @@ func TestUpstreamToleratesOnlyNamingLintsOfItsPrefixes(t *testing.T) {
 	if (options{}).tolerates(`etcd_server_health_failures counter metrics should have "_total" suffix`) {
 		t.Error("without Upstream a naming lint is tolerated")
 	}
+}
+
+func TestCheckFindsWhatPromtoolFinds(t *testing.T) {
+	bad := []byte("# HELP ringside_things_count Things.\n# TYPE ringside_things_count counter\nringside_things_count 1\n")
+	ft := &fakeTB{TB: t}
+	Check(ft, bad)
+	if len(ft.errors) == 0 {
+		t.Fatal("a counter without _total passed")
+	}
+	good := []byte("# HELP ringside_things_total Things.\n# TYPE ringside_things_total counter\nringside_things_total 1\n")
+	ft = &fakeTB{TB: t}
+	Check(ft, good)
+	if len(ft.errors) != 0 {
+		t.Fatalf("a conventional counter failed: %v", ft.errors)
+	}
+}
+
+// fakeTB records errors instead of failing the test.
+type fakeTB struct {
+	testing.TB
+	errors []string
+}
+
+func (f *fakeTB) Helper() {}
+
+func (f *fakeTB) Errorf(format string, args ...any) {
+	f.errors = append(f.errors, fmt.Sprintf(format, args...))
 }
