@@ -23,11 +23,11 @@ import (
 	"github.com/ringside/ringside/trainer/api/apitest"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden answers in api/testdata")
+var update = flag.Bool("update", false, "rewrite the golden answers in trainer/api/testdata")
 
 // fixtures holds the trainer API's golden answers and requests; the Python
 // client's tests serve and parse the same files.
-const fixtures = "api/testdata"
+const fixtures = "../trainer/api/testdata"
 
 // Times differ on every run; the golden files hold these instead.
 var (
