@@ -26,11 +26,6 @@ import (
 	"github.com/ringside/ringside/trainer/api"
 )
 
-// socketResetter destroys the pod's TCP connections to a peer.
-type socketResetter interface {
-	Reset(ctx context.Context, peer net.IP) (int, error)
-}
-
 // Agent is a running sidecar.
 type Agent struct {
 	cfg     Config
@@ -44,7 +39,7 @@ type Agent struct {
 	job    *coordinator.Job
 	member *coordinator.Member
 	gossip *gossip.Gossip
-	resets socketResetter
+	detect *detector
 
 	drainCh    chan string
 	reloadKeys chan struct{} // capacity 1: read the gossip key file now
@@ -55,16 +50,11 @@ type Agent struct {
 	gen       *record.Generation
 	changed   chan struct{} // closed and replaced when gen changes
 	draining  *api.Event
-	deadAt    map[string]time.Time
 	gossipped map[string]bool // gossip addresses joined
 	beats     heartbeats
 	beatCh    chan struct{} // capacity 1: a heartbeat arrived since the last flush
 
-	apiToken   string                // the API token (apiguard.go); "" without a token file
-	runCtx     context.Context       // lives until the agent stops; set before the API and gossip start
-	suspicions map[string]*suspicion // our standing votes, by suspect
-	checkedAt  map[string]time.Time  // when each member was last checked
-	announced  map[string]bool       // deaths announced ahead of their generation
+	apiToken string // the API token (apiguard.go); "" without a token file
 
 	presence *presence // whether the trainer is attached (trainer.go)
 	// stateMu orders the state changes that follow the trainer with the
@@ -93,15 +83,12 @@ func New(cfg Config, logger *slog.Logger) (*Agent, error) {
 		started:    make(chan struct{}),
 		stopping:   make(chan struct{}),
 		changed:    make(chan struct{}),
-		deadAt:     make(map[string]time.Time),
 		gossipped:  make(map[string]bool),
-		suspicions: make(map[string]*suspicion),
-		checkedAt:  make(map[string]time.Time),
-		announced:  make(map[string]bool),
 		presence:   newPresence(cfg.TrainerTimeout, cfg.Slots),
 		beatCh:     make(chan struct{}, 1),
 	}
 	a.metrics = newMetrics(a.gossipMembers, a.gossipSuspects)
+	a.detect = newDetector(cfg.MemberID, cfg.Advertise, a, a.metrics, realClock{}, a.log)
 	return a, nil
 }
 
@@ -117,7 +104,6 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	defer a.wg.Wait()
 	defer cancel()
 
-	a.runCtx = runCtx
 	if err := a.start(ctx, runCtx); err != nil {
 		a.shutdown()
 		return err
@@ -142,7 +128,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 				}
 				return errors.New("membership stopped")
 			}
-			a.setGeneration(g)
+			a.setGeneration(runCtx, g)
 			a.seedGossip(runCtx)
 			if !released {
 				// Start-up is over: the member is in a generation and
@@ -205,7 +191,7 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 	}
 	gcfg.Logger = a.log
 	gcfg.OnInvalidMessage = func() { a.metrics.invalidRecords.WithLabelValues("gossip").Inc() }
-	if a.gossip, err = gossip.Start(runCtx, gcfg, suspects{a}); err != nil {
+	if a.gossip, err = gossip.Start(runCtx, gcfg, a.detect); err != nil {
 		return fmt.Errorf("start gossip: %w", err)
 	}
 	if len(gcfg.Keys) == 0 {
@@ -216,7 +202,6 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 	if cfg.GossipKeyFile != "" {
 		a.wg.Go(func() { a.watchGossipKeys(runCtx) })
 	}
-	a.resets = sockreset.New(a.log)
 	if cfg.InstallTo != "" {
 		if err := installBinary(cfg.InstallTo); err != nil {
 			return err
@@ -240,8 +225,10 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 		return err
 	}
 	a.seedGossip(ctx)
-	a.wg.Go(func() { a.checkVotes(runCtx) })
-	a.wg.Go(func() { a.reconcileGossip(runCtx) })
+	a.detect.Start(runCtx, detectorDeps{
+		Probes: a.gossip, View: a.gossip, Votes: a.member, Roster: a.job, Resets: sockreset.New(a.log),
+	})
+	a.wg.Go(a.detect.Wait)
 	a.wg.Go(func() { a.flushHeartbeats(runCtx) })
 	a.wg.Go(func() { a.followTrainer(runCtx) })
 	if cfg.NodeWatch && cfg.Node != "" {
@@ -352,19 +339,13 @@ func (a *Agent) generation() (*record.Generation, <-chan struct{}) {
 	return a.gen, a.changed
 }
 
-func (a *Agent) setGeneration(g *record.Generation) {
-	now := time.Now()
+// setGeneration makes g the agent's generation and has the detector
+// hand it to the trainer, around the deaths it confirms.
+func (a *Agent) setGeneration(ctx context.Context, g *record.Generation) {
 	a.mu.Lock()
-	prev := a.gen
 	a.gen = g
 	close(a.changed)
 	a.changed = make(chan struct{})
-	for id, at := range a.deadAt {
-		if _, in := g.Member(id); !in {
-			a.metrics.failureToCommit.Observe(now.Sub(at).Seconds())
-			delete(a.deadAt, id)
-		}
-	}
 	a.mu.Unlock()
 
 	a.metrics.generation.Set(float64(g.Number))
@@ -376,21 +357,19 @@ func (a *Agent) setGeneration(g *record.Generation) {
 		leader = 1
 	}
 	a.metrics.leader.Set(leader)
-	dead := a.announceLeft(prev, g)
-	a.watchNeighbours(g)
+	a.detect.SetGeneration(ctx, g)
+}
+
+// handOver tells the trainer of generation g.
+func (a *Agent) handOver(g *record.Generation) {
 	r := api.NewRendezvous(g, a.cfg.MemberID, a.nccl)
-	a.events.publish(api.Event{Type: api.EventGeneration, Time: now, Generation: r})
+	a.events.publish(api.Event{Type: api.EventGeneration, Time: time.Now(), Generation: r})
 	a.log.Info("generation", "generation", g.Number, "world_size", g.WorldSize, "state", r.State,
 		"rank", r.Rank, "reason", g.Reason)
-	// Only once the trainer has the generation (it leaves the old group
-	// on it): a socket reset is a dump of every TCP socket of the host.
-	for _, m := range dead {
-		a.resetSockets(m.ID, net.ParseIP(m.Addr))
-	}
-	if len(g.Left) > 0 {
-		a.sweep(g)
-	}
 }
+
+// publish tells the trainer, on every event stream, of e.
+func (a *Agent) publish(e api.Event) { a.events.publish(e) }
 
 // initialEvents is what a new event stream starts with.
 func (a *Agent) initialEvents() []api.Event {
@@ -478,7 +457,7 @@ func (a *Agent) awaitExclusion(ctx context.Context) {
 			if !open {
 				return
 			}
-			a.setGeneration(g)
+			a.setGeneration(ctx, g)
 			if _, in := g.Member(a.cfg.MemberID); !in {
 				a.log.Info("generation without this member committed; leaving", "generation", g.Number)
 				return

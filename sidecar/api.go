@@ -244,7 +244,7 @@ func (a *Agent) serveFailure(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "failure: peer is this member itself")
 		return
 	}
-	a.reportSuspect(f)
+	a.detect.ReportFailure(f)
 	writeJSON(w, http.StatusAccepted, api.StatusBody{Status: api.StatusChecking + f.Peer})
 }
 

@@ -33,7 +33,7 @@ func NewFixedAgent(cfg Config, g *record.Generation, nccl map[string]string) (*A
 func (a *Agent) AnnounceDrain(reason string) { a.announceDrain(reason) }
 
 // AnnounceDead announces member's death, as a confirmed death does first.
-func (a *Agent) AnnounceDead(member string) { a.publishDead(member) }
+func (a *Agent) AnnounceDead(member string) { a.detect.publishDead(member) }
 
 // GossipKeys returns the gossip keyring in use, the primary key first.
 func (a *Agent) GossipKeys() [][]byte { return a.gossip.Keys() }

@@ -1,0 +1,648 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/coordinator/record"
+	"github.com/ringside/ringside/sidecar/gossip"
+	"github.com/ringside/ringside/sidecar/sockreset"
+	"github.com/ringside/ringside/trainer/api"
+)
+
+// How a death becomes a new generation. No sidecar acts on its own
+// observation: each one that finds a peer unresponsive (its own gossip
+// probe failed, a check failed, or the trainer's connection to the peer
+// broke and the peer's gossip port does not answer) votes against the
+// peer's registration in etcd (coordinator.Member.Suspect). checkersPerVote
+// other members check the peer at once when a vote appears, so a second,
+// independent observation follows the first within a probe timeout; two
+// votes evict, and the leader commits the generation without the peer. A
+// live peer deletes votes against it, so one confused observer, or a
+// gossip-only partition, evicts nobody. Sockets are reset and the trainer
+// is told only of deaths that are confirmed: the member is in the new
+// generation's Left, or this sidecar's own vote evicted it.
+
+// checkEvery bounds how often one member is checked: during a gossip
+// partition every vote would otherwise set off checks that vote again.
+const checkEvery = 500 * time.Millisecond
+
+// checkersPerVote is how many members, the ones after the suspect in ring
+// order, check a suspect when another member votes against it.
+const checkersPerVote = 3
+
+// reconcileEvery is how often the members of the generation are compared
+// with the gossip view.
+const reconcileEvery = 2 * time.Second
+
+// host is what the detector needs of the agent: a way to tell the trainer.
+type host interface {
+	// publish tells the trainer, on every event stream, of e.
+	publish(e api.Event)
+	// handOver gives the trainer generation g; the trainer leaves its
+	// old group on it.
+	handOver(g *record.Generation)
+}
+
+var _ host = (*Agent)(nil)
+
+// prober asks a peer whether it lives.
+type prober interface {
+	Check(ctx context.Context, name string) (gossip.Status, error)
+	Gone(ctx context.Context, name string) bool
+}
+
+// gossipView is gossip's picture of the job.
+type gossipView interface {
+	Alive(name string) bool
+	Rejoin(ctx context.Context, name string) error
+	Watch(names []string)
+}
+
+// voteStore keeps this member's votes in etcd.
+type voteStore interface {
+	Suspect(ctx context.Context, id string) (coordinator.Verdict, error)
+	SuspectGone(ctx context.Context, id string) (coordinator.Verdict, error)
+	Withdraw(ctx context.Context, id string) error
+}
+
+// roster is the job's registrations and the votes cast against them.
+type roster interface {
+	Members(ctx context.Context) ([]record.MemberInfo, error)
+	WatchVotes(ctx context.Context) <-chan coordinator.VoteEvent
+}
+
+// socketResetter destroys the pod's TCP connections to a peer.
+type socketResetter interface {
+	Reset(ctx context.Context, peer net.IP) (int, error)
+}
+
+// clock is the time the detector throttles checks and paces retries by.
+type clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+var (
+	_ prober         = (*gossip.Gossip)(nil)
+	_ gossipView     = (*gossip.Gossip)(nil)
+	_ voteStore      = (*coordinator.Member)(nil)
+	_ roster         = (*coordinator.Job)(nil)
+	_ socketResetter = (*sockreset.Resetter)(nil)
+)
+
+// detectorDeps are the detector's collaborators; they exist only once the
+// member has joined, after gossip, which reports to the detector, started.
+type detectorDeps struct {
+	Probes prober
+	View   gossipView
+	Votes  voteStore
+	Roster roster
+	Resets socketResetter
+}
+
+// detector finds dead peers and acts on confirmed deaths: it turns gossip's
+// and the trainer's hints into checks and votes, withdraws votes against
+// peers that answer again, watches this member's ring predecessors, and
+// resets the trainer's sockets to the dead.
+type detector struct {
+	self      string
+	advertise net.IP // a peer on it shares our sockets: never reset
+	log       *slog.Logger
+	metrics   *metrics
+	host      host
+	clock     clock
+
+	// Set by Start before started: gossip events may arrive before the
+	// member has joined, and are ignored until then.
+	detectorDeps
+	ctx     context.Context
+	started atomic.Bool
+
+	mu         sync.Mutex
+	gen        *record.Generation
+	stopped    bool                  // no more goroutines: Wait is waiting for them
+	suspicions map[string]*suspicion // our standing votes, by suspect
+	checkedAt  map[string]time.Time  // when each member was last checked
+	announced  map[string]bool       // deaths announced ahead of their generation
+	deadAt     map[string]time.Time  // when members of gen were confirmed dead
+
+	wg sync.WaitGroup
+}
+
+var (
+	_ gossip.Events        = (*detector)(nil)
+	_ gossip.SuspectEvents = (*detector)(nil)
+	_ gossip.JoinEvents    = (*detector)(nil)
+	_ gossip.CloseEvents   = (*detector)(nil)
+)
+
+// suspicion is this sidecar's vote against one peer.
+type suspicion struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// newDetector prepares a detector for member self; it ignores every hint
+// until Start.
+func newDetector(self, advertise string, h host, m *metrics, c clock, logger *slog.Logger) *detector {
+	return &detector{
+		self:       self,
+		advertise:  net.ParseIP(advertise),
+		log:        logger,
+		metrics:    m,
+		host:       h,
+		clock:      c,
+		suspicions: make(map[string]*suspicion),
+		checkedAt:  make(map[string]time.Time),
+		announced:  make(map[string]bool),
+		deadAt:     make(map[string]time.Time),
+	}
+}
+
+// Start runs the detector until ctx ends: it checks the suspects other
+// members vote against and compares the generation with gossip's view.
+// Call it once, after the member joined; then call Wait.
+func (d *detector) Start(ctx context.Context, deps detectorDeps) {
+	d.detectorDeps, d.ctx = deps, ctx
+	d.started.Store(true)
+	d.goOwned(func() { d.checkVotes(ctx) })
+	d.goOwned(func() { d.reconcileGossip(ctx) })
+}
+
+// Wait blocks until the context given to Start ends and every goroutine
+// of the detector has returned.
+func (d *detector) Wait() {
+	<-d.ctx.Done()
+	d.mu.Lock()
+	d.stopped = true
+	d.mu.Unlock()
+	d.wg.Wait()
+}
+
+// goOwned runs f on a goroutine Wait waits for, unless Wait has begun: a
+// hint that arrives during shutdown is dropped.
+func (d *detector) goOwned(f func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.stopped {
+		d.wg.Go(f)
+	}
+}
+
+// SetGeneration acts on a newly committed generation g: it announces the
+// deaths g confirms, watches this member's new predecessors, hands g to
+// the trainer, and only then resets the sockets to the dead (the trainer
+// leaves the old group on g; a socket reset is a dump of every TCP socket
+// of the host) and checks the dead members' neighbours.
+func (d *detector) SetGeneration(ctx context.Context, g *record.Generation) {
+	now := d.clock.Now()
+	d.mu.Lock()
+	prev := d.gen
+	d.gen = g
+	for id, at := range d.deadAt {
+		if _, in := g.Member(id); !in {
+			d.metrics.failureToCommit.Observe(now.Sub(at).Seconds())
+			delete(d.deadAt, id)
+		}
+	}
+	d.mu.Unlock()
+
+	dead := d.announceLeft(prev, g)
+	d.watchNeighbours(g)
+	d.host.handOver(g)
+	for _, m := range dead {
+		d.resetSockets(ctx, m.ID, net.ParseIP(m.Addr))
+	}
+	if len(g.Left) > 0 {
+		d.sweep(g)
+	}
+}
+
+// generation returns the newest generation SetGeneration was given.
+func (d *detector) generation() *record.Generation {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.gen
+}
+
+// MemberDead: gossip's verdict came from some member's suspicion timeout;
+// it is a reason to look, not a confirmation.
+func (d *detector) MemberDead(name string, _ net.IP) { d.check(name, "gossip declared it dead") }
+
+// MemberSuspect: our own probe found name unresponsive.
+func (d *detector) MemberSuspect(name string, _ net.IP) { d.suspect(name, "gossip probe failed") }
+
+// MemberAnswered: name answers again; our vote, if any, goes.
+func (d *detector) MemberAnswered(name string) { d.withdraw(name) }
+
+// MemberClosed: name's watch connection closed; its process may have
+// exited.
+func (d *detector) MemberClosed(name string) { d.check(name, "its watch connection closed") }
+
+// MemberJoined: name is back in gossip (it refuted being declared dead, or
+// rejoined); our vote, if any, goes.
+func (d *detector) MemberJoined(name string, _ net.IP) { d.withdraw(name) }
+
+// suspect starts this sidecar's vote against name unless one stands. The
+// vote is retried while etcd fails, so a death during an etcd outage is
+// acted on when etcd returns.
+func (d *detector) suspect(name, why string) { d.startVote(name, why, false) }
+
+// suspectGone votes against name, whose process is gone for certain.
+func (d *detector) suspectGone(name, why string) { d.startVote(name, why, true) }
+
+func (d *detector) startVote(name, why string, gone bool) {
+	if name == d.self || !d.started.Load() {
+		return
+	}
+	d.mu.Lock()
+	if d.casting(name) || d.stopped {
+		d.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithCancel(d.ctx)
+	s := &suspicion{cancel: cancel, done: make(chan struct{})}
+	d.suspicions[name] = s
+	d.log.Info("voting against an unresponsive member", "suspect", name, "why", why)
+	// Under d.mu with the stored suspicion: a withdraw that finds it must
+	// find it cast or being cast, never wait for a goroutine not started.
+	d.wg.Go(func() {
+		defer close(s.done)
+		verdict := d.vote(ctx, name, gone)
+		if verdict == coordinator.Evicted {
+			d.announceDead(name)
+		}
+		if verdict != coordinator.Voted {
+			d.mu.Lock()
+			if d.suspicions[name] == s {
+				delete(d.suspicions, name)
+			}
+			d.mu.Unlock()
+		}
+	})
+	d.mu.Unlock()
+}
+
+// casting reports whether our vote against name is being cast. One that
+// was stored does not count: it may have been refuted since (or swept
+// away with an eviction), so a new failure votes again. d.mu is held.
+func (d *detector) casting(name string) bool {
+	s, ok := d.suspicions[name]
+	if !ok {
+		return false
+	}
+	select {
+	case <-s.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// vote casts the vote, retrying with backoff until it is stored or ctx
+// ends. A suspect whose gossip port refuses a connection is gone for
+// certain, and so voted against as such: its eviction need not wait out
+// the refute window.
+func (d *detector) vote(ctx context.Context, name string, gone bool) coordinator.Verdict {
+	gone = gone || d.Probes.Gone(ctx, name)
+	bo := newRetryBackoff()
+	for {
+		cast := d.Votes.Suspect
+		if gone {
+			cast = d.Votes.SuspectGone
+		}
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		v, err := cast(actx, name)
+		cancel()
+		if err == nil {
+			d.metrics.votes.WithLabelValues(v.String()).Inc()
+			return v
+		}
+		if ctx.Err() != nil {
+			return coordinator.Gone
+		}
+		d.metrics.etcdErrors.WithLabelValues("suspect").Inc()
+		d.log.Warn("could not vote against a suspect; retrying", "suspect", name, "err", err)
+		select {
+		case <-ctx.Done():
+			return coordinator.Gone
+		case <-d.clock.After(bo.NextBackOff()):
+		}
+		// The vote must be news when it lands: one that waited out an etcd
+		// outage may be about a partition that healed meanwhile.
+		st, err := d.Probes.Check(ctx, name)
+		if err == nil && st == gossip.Answered {
+			d.log.Info("suspect answers again; vote dropped before it was stored", "suspect", name)
+			return coordinator.Gone
+		}
+		gone = gone || st == gossip.Gone
+	}
+}
+
+// withdraw deletes this sidecar's vote against name, which answers again.
+func (d *detector) withdraw(name string) {
+	d.mu.Lock()
+	s, ok := d.suspicions[name]
+	delete(d.suspicions, name)
+	d.mu.Unlock()
+	if !ok {
+		return
+	}
+	s.cancel()
+	<-s.done
+	ctx, cancel := context.WithTimeout(d.ctx, 2*time.Second)
+	defer cancel()
+	if err := d.Votes.Withdraw(ctx, name); err != nil {
+		d.metrics.etcdErrors.WithLabelValues("withdraw").Inc()
+		d.log.Warn("could not withdraw a vote; it goes with this member's lease", "suspect", name, "err", err)
+		return
+	}
+	d.log.Info("suspect answers again; vote withdrawn", "suspect", name)
+}
+
+// check pings name once and votes against it if it does not answer, as
+// against a process gone for certain if its port refuses a connection.
+func (d *detector) check(name, why string) {
+	if name == d.self || !d.started.Load() {
+		return
+	}
+	d.mu.Lock()
+	now := d.clock.Now()
+	// A check lasts one probe timeout, well under checkEvery: one started
+	// since then is still running or has just voted.
+	skip := d.casting(name) || d.announced[name] || now.Sub(d.checkedAt[name]) < checkEvery
+	if !skip {
+		d.checkedAt[name] = now
+	}
+	d.mu.Unlock()
+	if skip {
+		return
+	}
+	d.goOwned(func() {
+		st, err := d.Probes.Check(d.ctx, name)
+		switch {
+		case err != nil:
+			d.log.Debug("could not check a suspect", "suspect", name, "err", err)
+		case st == gossip.Gone:
+			d.suspectGone(name, why+"; its port refused a connection")
+		case st == gossip.Silent:
+			d.suspect(name, why+"; it did not answer a check either")
+		case !d.View.Alive(name):
+			// Declared dead while it lives (a partition that healed):
+			// back into our gossip, or its real death goes unprobed.
+			if err := d.View.Rejoin(d.ctx, name); err != nil {
+				d.log.Warn("could not rejoin a member gossip had declared dead", "member", name, "err", err)
+			} else {
+				d.log.Info("rejoined a member gossip had declared dead: it answers", "member", name)
+			}
+		}
+	})
+}
+
+// watchNeighbours has gossip watch the Quorum members before this one in
+// g's ring (see gossip.Watch). Each member is then watched by the Quorum
+// members after it, its first checkers: when its process exits, their
+// watches close together, their checks find its port refusing, and their
+// votes evict it at once.
+func (d *detector) watchNeighbours(g *record.Generation) {
+	if g == nil {
+		return
+	}
+	n, i := len(g.Members), -1
+	for j, m := range g.Members {
+		if m.ID == d.self {
+			i = j
+			break
+		}
+	}
+	var names []string
+	for k := 1; i >= 0 && k <= coordinator.Quorum && k < n; k++ {
+		names = append(names, g.Members[(i-k+n)%n].ID)
+	}
+	d.View.Watch(names)
+}
+
+// reconcileGossip checks, every reconcileEvery, each member of the
+// generation that gossip no longer holds alive: gossip forgets a member
+// it declared dead (during a partition, a CPU stall), and stops probing
+// it, while the member is still registered. A check that gets no answer
+// votes against it; one that does brings it back into gossip.
+func (d *detector) reconcileGossip(ctx context.Context) {
+	t := time.NewTicker(reconcileEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			d.reconcile()
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (d *detector) reconcile() {
+	g := d.generation()
+	if g == nil {
+		return
+	}
+	d.watchNeighbours(g) // again: a watch that closed, a member gossip had not seen
+	for _, m := range g.Members {
+		if m.ID != d.self && !d.View.Alive(m.ID) {
+			d.check(m.ID, "in the generation but gone from gossip")
+		}
+	}
+}
+
+// checkVotes checks the suspects other members vote against, when this
+// member is one of their checkers.
+func (d *detector) checkVotes(ctx context.Context) {
+	for v := range d.Roster.WatchVotes(ctx) {
+		if v.Target == d.self || v.Voter == d.self {
+			continue
+		}
+		if g := d.generation(); g != nil && isChecker(g, v.Target, v.Voter, d.self) {
+			d.check(v.Target, v.Voter+" voted against it")
+		}
+	}
+}
+
+// isChecker reports whether me is among the checkersPerVote members after
+// target in g's ring, the voter skipped.
+func isChecker(g *record.Generation, target, voter, me string) bool {
+	i := -1
+	for j, m := range g.Members {
+		if m.ID == target {
+			i = j
+			break
+		}
+	}
+	if i < 0 {
+		return false
+	}
+	n := 0
+	for k := 1; k < len(g.Members) && n < checkersPerVote; k++ {
+		id := g.Members[(i+k)%len(g.Members)].ID
+		if id == voter {
+			continue
+		}
+		if id == me {
+			return true
+		}
+		n++
+	}
+	return false
+}
+
+// announceLeft announces the confirmed deaths of a new generation (members
+// of prev in g.Left not announced already) and returns them: their
+// connections are the caller's to reset.
+func (d *detector) announceLeft(prev, g *record.Generation) []record.RankedMember {
+	var dead []record.RankedMember
+	for _, id := range g.Left {
+		d.mu.Lock()
+		done := d.announced[id]
+		delete(d.announced, id)
+		d.mu.Unlock()
+		if done || prev == nil || id == d.self {
+			continue
+		}
+		if m, in := prev.Member(id); in {
+			d.publishDead(id)
+			dead = append(dead, m)
+		}
+	}
+	return dead
+}
+
+// sweep checks this member's checkersPerVote successors in g's ring after
+// a confirmed death: deaths come together (a node, a rack, a preempted
+// group of pods), and a peer that died with the one just evicted then gets
+// its votes within a check, not whenever a probe happens to reach it.
+func (d *detector) sweep(g *record.Generation) {
+	i := -1
+	for j, m := range g.Members {
+		if m.ID == d.self {
+			i = j
+		}
+	}
+	if i < 0 {
+		return
+	}
+	for k := 1; k <= checkersPerVote && k < len(g.Members); k++ {
+		d.check(g.Members[(i+k)%len(g.Members)].ID, "a sweep after a confirmed death")
+	}
+}
+
+// announceDead announces a death this sidecar's own vote confirmed, ahead
+// of the generation that follows.
+func (d *detector) announceDead(name string) {
+	d.mu.Lock()
+	g := d.gen
+	d.announced[name] = true
+	d.mu.Unlock()
+	if g != nil {
+		if m, in := g.Member(name); in {
+			// Not the vote's context: a withdraw that cancels it comes too
+			// late to undo an eviction.
+			d.resetSockets(d.ctx, name, net.ParseIP(m.Addr))
+		}
+	}
+	d.publishDead(name)
+	if g != nil {
+		d.sweep(g)
+	}
+}
+
+// resetSockets destroys the trainer's connections to a dead peer, so a
+// collective blocked on it fails now.
+func (d *detector) resetSockets(ctx context.Context, name string, ip net.IP) {
+	if ip == nil || ip.Equal(d.advertise) {
+		return // a peer on our own address: resetting would cut our own
+	}
+	n, err := d.Resets.Reset(ctx, ip)
+	switch {
+	case errors.Is(err, sockreset.ErrUnsupported):
+		// logged once by the resetter
+	case err != nil:
+		d.log.Warn("socket reset failed", "dead", name, "err", err)
+	case n > 0:
+		d.metrics.socketsReset.Add(float64(n))
+		d.log.Info("destroyed connections to the dead member", "dead", name, "sockets", n)
+	}
+}
+
+// publishDead notes when a member of the generation died (for the
+// failure-to-commit metric) and tells the trainer.
+func (d *detector) publishDead(name string) {
+	now := d.clock.Now()
+	d.metrics.deadPeers.Inc()
+	d.mu.Lock()
+	if d.gen != nil {
+		if _, in := d.gen.Member(name); in {
+			d.deadAt[name] = now
+		}
+	}
+	d.mu.Unlock()
+	d.host.publish(api.Event{Type: api.EventMemberDead, Time: now, Member: name})
+	d.log.Info("member confirmed dead", "dead", name)
+}
+
+// ReportFailure checks a trainer's report that a collective with peer
+// failed. A refused connection to the peer's gossip port means its process
+// is gone: this sidecar votes at once. One that connects means it lives
+// (the collective failed because a member elsewhere in the ring died);
+// one that times out gets a gossip check, which votes if it fails.
+func (d *detector) ReportFailure(f api.FailureReport) {
+	if !d.started.Load() {
+		return
+	}
+	d.goOwned(func() {
+		ctx, cancel := context.WithTimeout(d.ctx, 2*time.Second)
+		defer cancel()
+		members, err := d.Roster.Members(ctx)
+		if err != nil {
+			return
+		}
+		for _, m := range members {
+			if m.ID != f.Peer || m.GossipAddr == "" {
+				continue
+			}
+			dl := net.Dialer{Timeout: 300 * time.Millisecond}
+			conn, err := dl.DialContext(ctx, "tcp", m.GossipAddr)
+			switch {
+			case err == nil:
+				conn.Close()
+				d.log.Info("trainer reported a failed collective, but the peer answers", "peer", f.Peer, "error", f.Error)
+			case errors.Is(err, syscall.ECONNREFUSED):
+				d.suspectGone(f.Peer, "the trainer's collective with it failed and its gossip port refuses connections")
+			default:
+				d.check(f.Peer, "the trainer's collective with it failed and its gossip port does not answer")
+			}
+		}
+	})
+}
+
+// newRetryBackoff paces retries of a vote while etcd fails: from 50 ms up
+// to 1 s apart, until the caller's context ends.
+func newRetryBackoff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 50 * time.Millisecond
+	b.MaxInterval = time.Second
+	b.MaxElapsedTime = 0
+	return b
+}

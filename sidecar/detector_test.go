@@ -1,0 +1,570 @@
+package sidecar
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/coordinator/record"
+	"github.com/ringside/ringside/internal/etcdtest"
+	"github.com/ringside/ringside/sidecar/gossip"
+	"github.com/ringside/ringside/trainer/api"
+)
+
+// trace records, in order, what the detector made happen outside itself.
+type trace struct {
+	mu    sync.Mutex
+	lines []string
+	added chan string
+}
+
+func newTrace() *trace { return &trace{added: make(chan string, 1024)} }
+
+func (t *trace) add(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	t.mu.Lock()
+	t.lines = append(t.lines, line)
+	t.mu.Unlock()
+	t.added <- line
+}
+
+func (t *trace) take() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := t.lines
+	t.lines = nil
+	for len(t.added) > 0 {
+		<-t.added
+	}
+	return out
+}
+
+// await waits for line to be added.
+func (t *trace) await(tb testing.TB, line string) {
+	tb.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case got := <-t.added:
+			if got == line {
+				return
+			}
+		case <-timeout:
+			tb.Fatalf("%q did not happen within 10s; trace: %q", line, t.take())
+		}
+	}
+}
+
+// fakeHost is the agent as the detector sees it.
+type fakeHost struct{ trace *trace }
+
+func (h fakeHost) publish(e api.Event) { h.trace.add("%s %s", e.Type, e.Member) }
+func (h fakeHost) handOver(g *record.Generation) {
+	h.trace.add("generation %d", g.Number)
+}
+
+// fakeResets records the addresses whose sockets were reset.
+type fakeResets struct{ trace *trace }
+
+func (r fakeResets) Reset(_ context.Context, ip net.IP) (int, error) {
+	r.trace.add("reset %s", ip)
+	return 1, nil
+}
+
+// fakeGossip answers checks with a fixed status per member.
+type fakeGossip struct {
+	trace   *trace
+	status  map[string]gossip.Status // what Check finds; absent: Answered
+	refused map[string]bool          // what Gone finds
+	dead    map[string]bool          // not alive in the gossip view
+
+	mu      sync.Mutex
+	watched []string
+}
+
+func (g *fakeGossip) Check(_ context.Context, name string) (gossip.Status, error) {
+	st, ok := g.status[name]
+	if !ok {
+		st = gossip.Answered
+	}
+	g.trace.add("check %s", name)
+	return st, nil
+}
+
+func (g *fakeGossip) Gone(_ context.Context, name string) bool { return g.refused[name] }
+func (g *fakeGossip) Alive(name string) bool                   { return !g.dead[name] }
+
+func (g *fakeGossip) Rejoin(_ context.Context, name string) error {
+	g.trace.add("rejoin %s", name)
+	return nil
+}
+
+func (g *fakeGossip) Watch(names []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.watched = names
+}
+
+// fakeVotes answers votes with verdicts in turn (the last one repeats);
+// a nil verdict is an etcd error.
+type fakeVotes struct {
+	trace    *trace
+	mu       sync.Mutex
+	verdicts []*coordinator.Verdict
+}
+
+func (v *fakeVotes) cast(kind, id string) (coordinator.Verdict, error) {
+	v.mu.Lock()
+	next := v.verdicts[0]
+	if len(v.verdicts) > 1 {
+		v.verdicts = v.verdicts[1:]
+	}
+	v.mu.Unlock()
+	v.trace.add("%s %s", kind, id)
+	if next == nil {
+		return coordinator.Voted, errors.New("etcdserver: request timed out")
+	}
+	return *next, nil
+}
+
+func (v *fakeVotes) Suspect(_ context.Context, id string) (coordinator.Verdict, error) {
+	return v.cast("suspect", id)
+}
+
+func (v *fakeVotes) SuspectGone(_ context.Context, id string) (coordinator.Verdict, error) {
+	return v.cast("suspect-gone", id)
+}
+
+func (v *fakeVotes) Withdraw(_ context.Context, id string) error {
+	v.trace.add("withdraw %s", id)
+	return nil
+}
+
+func verdicts(vs ...any) []*coordinator.Verdict {
+	var out []*coordinator.Verdict
+	for _, v := range vs {
+		if v, ok := v.(coordinator.Verdict); ok {
+			out = append(out, &v)
+			continue
+		}
+		out = append(out, nil)
+	}
+	return out
+}
+
+// fakeRoster has no votes to watch and no registrations.
+type fakeRoster struct{}
+
+func (fakeRoster) Members(context.Context) ([]record.MemberInfo, error) { return nil, nil }
+
+func (fakeRoster) WatchVotes(ctx context.Context) <-chan coordinator.VoteEvent {
+	out := make(chan coordinator.VoteEvent)
+	go func() {
+		<-ctx.Done()
+		close(out)
+	}()
+	return out
+}
+
+// fakeClock stands still; its timers fire at once.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func (c *fakeClock) After(time.Duration) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	ch <- c.Now()
+	return ch
+}
+
+// testDetector is a detector for member w0 at 10.0.0.100 with fakes
+// around it.
+type testDetector struct {
+	*detector
+	trace   *trace
+	gossip  *fakeGossip
+	votes   *fakeVotes
+	clock   *fakeClock
+	metrics *metrics
+}
+
+func newTestDetector(t *testing.T) *testDetector {
+	t.Helper()
+	tr := newTrace()
+	td := &testDetector{
+		trace:   tr,
+		gossip:  &fakeGossip{trace: tr, status: map[string]gossip.Status{}, refused: map[string]bool{}, dead: map[string]bool{}},
+		votes:   &fakeVotes{trace: tr, verdicts: verdicts(coordinator.Voted)},
+		clock:   &fakeClock{now: time.Unix(1e9, 0)},
+		metrics: newMetrics(func() float64 { return 0 }, func() float64 { return 0 }),
+	}
+	td.detector = newDetector("w0", "10.0.0.100", fakeHost{tr}, td.metrics, td.clock, slog.New(slog.DiscardHandler))
+	return td
+}
+
+// start starts the detector; it is stopped, its goroutines waited for,
+// when stop is called or the test ends.
+func (td *testDetector) start(t *testing.T) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	td.Start(ctx, detectorDeps{
+		Probes: td.gossip, View: td.gossip, Votes: td.votes, Roster: fakeRoster{}, Resets: fakeResets{td.trace},
+	})
+	stop = sync.OnceFunc(func() {
+		cancel()
+		td.Wait()
+	})
+	t.Cleanup(stop)
+	return stop
+}
+
+// ring is a generation of members w<i> at 10.0.0.<i>.
+func ring(number int64, ids []int, left ...string) *record.Generation {
+	g := &record.Generation{Number: number, Left: left}
+	for _, i := range ids {
+		g.Members = append(g.Members, record.RankedMember{ID: fmt.Sprintf("w%d", i), Addr: fmt.Sprintf("10.0.0.%d", i), Slots: 1})
+	}
+	g.WorldSize = len(g.Members)
+	return g
+}
+
+func TestDetectorSetGenerationAnnouncesConfirmedDeaths(t *testing.T) {
+	tests := []struct {
+		name       string
+		prev, next *record.Generation
+		want       []string
+	}{
+		{
+			name: "a member that left is announced before the handover and its sockets reset after it",
+			prev: ring(1, []int{0, 1, 2}), next: ring(2, []int{0, 1}, "w2"),
+			want: []string{"member_dead w2", "generation 2", "reset 10.0.0.2"},
+		},
+		{
+			name: "the first generation announces nobody",
+			next: ring(1, []int{0, 1}, "w2"),
+			want: []string{"generation 1"},
+		},
+		{
+			name: "this member leaving is no death to announce",
+			prev: ring(1, []int{0, 1, 2}), next: ring(2, []int{1, 2}, "w0"),
+			want: []string{"generation 2"},
+		},
+		{
+			name: "a member that left without having been in the previous generation is not announced",
+			prev: ring(1, []int{0, 1}), next: ring(2, []int{0, 1}, "w5"),
+			want: []string{"generation 2"},
+		},
+		{
+			name: "a dead member on this member's own address is announced but its sockets are kept",
+			prev: ring(1, []int{0, 1, 100}), next: ring(2, []int{0, 1}, "w100"),
+			want: []string{"member_dead w100", "generation 2"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			td := newTestDetector(t)
+			stop := td.start(t)
+			ctx := context.Background()
+			if tt.prev != nil {
+				td.SetGeneration(ctx, tt.prev)
+			}
+			td.trace.take()
+			td.SetGeneration(ctx, tt.next)
+			stop() // the sweep's checks, if any, are done
+			var got []string
+			for _, l := range td.trace.take() {
+				if !strings.HasPrefix(l, "check ") && !strings.HasPrefix(l, "suspect") {
+					got = append(got, l)
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("what the new generation made happen (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDetectorSweepsSuccessorsAfterADeath(t *testing.T) {
+	td := newTestDetector(t)
+	stop := td.start(t)
+	ctx := context.Background()
+	td.SetGeneration(ctx, ring(1, []int{0, 1, 2, 3, 4, 5}))
+	td.SetGeneration(ctx, ring(2, []int{0, 1, 2, 3, 5}, "w4"))
+	stop()
+	var checked []string
+	for _, l := range td.trace.take() {
+		if id, ok := strings.CutPrefix(l, "check "); ok {
+			checked = append(checked, id)
+		}
+	}
+	slices.Sort(checked)
+	if want := []string{"w1", "w2", "w3"}; !slices.Equal(checked, want) {
+		t.Errorf("checked %v after a death, want this member's %d successors %v", checked, checkersPerVote, want)
+	}
+}
+
+func TestDetectorWatchesRingPredecessors(t *testing.T) {
+	tests := []struct {
+		name string
+		g    *record.Generation
+		want []string
+	}{
+		{"the first member watches the last two", ring(1, []int{0, 1, 2, 3, 4}), []string{"w4", "w3"}},
+		{"a member in the middle watches the two before it", ring(1, []int{3, 2, 0, 1}), []string{"w2", "w3"}},
+		{"in a ring of two each watches the other", ring(1, []int{1, 0}), []string{"w1"}},
+		{"alone, it watches nobody", ring(1, []int{0}), nil},
+		{"a member outside the ring watches nobody", ring(1, []int{1, 2, 3}), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			td := newTestDetector(t)
+			td.start(t)
+			td.SetGeneration(context.Background(), tt.g)
+			td.gossip.mu.Lock()
+			defer td.gossip.mu.Unlock()
+			if !slices.Equal(td.gossip.watched, tt.want) {
+				t.Errorf("watches %v, want %v", td.gossip.watched, tt.want)
+			}
+		})
+	}
+}
+
+func TestDetectorCheckActsOnWhatThePeerAnswers(t *testing.T) {
+	tests := []struct {
+		name   string
+		status gossip.Status
+		dead   bool
+		want   []string
+	}{
+		{"a peer whose port refuses is voted against as gone", gossip.Gone, false, []string{"check w1", "suspect-gone w1"}},
+		{"a silent peer is voted against", gossip.Silent, false, []string{"check w1", "suspect w1"}},
+		{"a peer that answers while gossip holds it dead is rejoined", gossip.Answered, true, []string{"check w1", "rejoin w1"}},
+		{"a peer that answers is left alone", gossip.Answered, false, []string{"check w1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			td := newTestDetector(t)
+			td.gossip.status["w1"] = tt.status
+			td.gossip.dead["w1"] = tt.dead
+			stop := td.start(t)
+			td.MemberDead("w1", nil)
+			td.trace.await(t, tt.want[len(tt.want)-1])
+			stop()
+			if got := td.trace.take(); !slices.Equal(got, tt.want) {
+				t.Errorf("a check made %q happen, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDetectorCheckIsThrottledPerMember(t *testing.T) {
+	td := newTestDetector(t)
+	stop := td.start(t)
+	td.MemberClosed("w1")
+	td.trace.await(t, "check w1")
+	td.MemberClosed("w1") // within checkEvery: dropped
+	td.MemberClosed("w2")
+	td.trace.await(t, "check w2")
+	td.clock.advance(checkEvery)
+	td.MemberClosed("w1")
+	td.trace.await(t, "check w1")
+	stop()
+	if got := len(td.trace.take()); got != 3 {
+		t.Errorf("%d checks, want 3: one per member per %v", got, checkEvery)
+	}
+}
+
+func TestDetectorIgnoresHintsBeforeStartAndAboutItself(t *testing.T) {
+	td := newTestDetector(t)
+	// Not started: a hint that reached its (unset) collaborators would panic.
+	td.MemberSuspect("w1", nil)
+	td.MemberDead("w1", nil)
+	td.ReportFailure(api.FailureReport{Peer: "w1"})
+	stop := td.start(t)
+	td.MemberSuspect("w0", nil)
+	td.MemberDead("w0", nil)
+	stop()
+	if got := td.trace.take(); len(got) != 0 {
+		t.Errorf("hints before start or about this member made %q happen", got)
+	}
+}
+
+func TestDetectorVoteRetriesWhileEtcdFails(t *testing.T) {
+	tests := []struct {
+		name       string
+		verdicts   []*coordinator.Verdict
+		status     gossip.Status // of the check between tries
+		want       []string
+		wantErrors float64
+	}{
+		{
+			name:     "a vote that fails is cast again once the suspect still does not answer",
+			verdicts: verdicts(nil, nil, coordinator.Voted), status: gossip.Silent,
+			want:       []string{"suspect w1", "check w1", "suspect w1", "check w1", "suspect w1"},
+			wantErrors: 2,
+		},
+		{
+			name:     "a vote that fails is dropped when the suspect answers meanwhile",
+			verdicts: verdicts(nil), status: gossip.Answered,
+			want:       []string{"suspect w1", "check w1"},
+			wantErrors: 1,
+		},
+		{
+			name:     "a vote that fails is cast as gone once the suspect's port refuses",
+			verdicts: verdicts(nil, coordinator.Voted), status: gossip.Gone,
+			want:       []string{"suspect w1", "check w1", "suspect-gone w1"},
+			wantErrors: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			td := newTestDetector(t)
+			td.votes.verdicts = tt.verdicts
+			td.gossip.status["w1"] = tt.status
+			stop := td.start(t)
+			td.suspect("w1", "test")
+			td.trace.await(t, tt.want[len(tt.want)-1])
+			stop()
+			if got := td.trace.take(); !slices.Equal(got, tt.want) {
+				t.Errorf("the vote made %q happen, want %q", got, tt.want)
+			}
+			if got := testutil.ToFloat64(td.metrics.etcdErrors.WithLabelValues("suspect")); got != tt.wantErrors {
+				t.Errorf("%v etcd errors counted, want %v", got, tt.wantErrors)
+			}
+		})
+	}
+}
+
+// etcdJob is a job on an embedded etcd with members w0 and w1 joined and
+// w2 registered by hand, on a lease nobody refutes for: a frozen member.
+func etcdJob(t *testing.T) (*clientv3.Client, *coordinator.Job, []*coordinator.Member) {
+	t.Helper()
+	client := etcdtest.Client(t, etcdtest.Start(t))
+	cfg := coordinator.DefaultConfig("default", "detector")
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	job, err := coordinator.NewJob(client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(job.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var members []*coordinator.Member
+	for i := range 2 {
+		m, err := job.Join(ctx, record.MemberInfo{ID: fmt.Sprintf("w%d", i), Addr: fmt.Sprintf("10.0.0.%d", i), Slots: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Close)
+		members = append(members, m)
+	}
+	lease, err := client.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(record.MemberInfo{ID: "w2", Addr: "10.0.0.2", Slots: 1, State: record.StateActive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Put(ctx, cfg.Prefix()+record.MembersDir+"w2", string(b), clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	return client, job, members
+}
+
+// etcdDetector is a detector for member m whose votes go to etcd; checks
+// of w2 find st.
+func etcdDetector(t *testing.T, job *coordinator.Job, m *coordinator.Member, st gossip.Status) *testDetector {
+	t.Helper()
+	td := newTestDetector(t)
+	td.detector.self = m.ID()
+	td.gossip.status["w2"] = st
+	td.gossip.refused["w2"] = st == gossip.Gone
+	ctx, cancel := context.WithCancel(context.Background())
+	td.Start(ctx, detectorDeps{
+		Probes: td.gossip, View: td.gossip, Votes: m, Roster: job, Resets: fakeResets{td.trace},
+	})
+	t.Cleanup(func() {
+		cancel()
+		td.Wait()
+	})
+	td.SetGeneration(ctx, ring(1, []int{0, 1, 2}))
+	td.trace.take()
+	return td
+}
+
+// awaitKey waits until key, which is or was written, exists (want) or no
+// longer does: it replays the key's history from the first revision.
+func awaitKey(t *testing.T, client *clientv3.Client, key string, want bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for wr := range client.Watch(ctx, key, clientv3.WithRev(1)) {
+		if n := len(wr.Events); n > 0 && (wr.Events[n-1].Type == clientv3.EventTypePut) == want {
+			return
+		}
+	}
+	t.Fatalf("%s: not in the wanted state (exists: %v) within 10s", key, want)
+}
+
+func TestDetectorVotesInEtcd(t *testing.T) {
+	prefix := record.Prefix("default", "detector")
+	t.Run("another member's vote sets off this checker's check, whose vote evicts, announces the death and resets its sockets", func(t *testing.T) {
+		client, job, members := etcdJob(t)
+		d1 := etcdDetector(t, job, members[1], gossip.Gone)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if v, err := members[0].Suspect(ctx, "w2"); err != nil || v != coordinator.Voted {
+			t.Fatalf("w0's vote against w2: %v, %v; want voted", v, err)
+		}
+		d1.trace.await(t, "member_dead w2")
+		awaitKey(t, client, prefix+record.MembersDir+"w2", false)
+		want := []string{"check w2", "reset 10.0.0.2", "member_dead w2"}
+		if got := d1.trace.take(); !slices.Equal(got[:min(len(got), len(want))], want) {
+			t.Errorf("w0's vote made %q happen, want %q first", got, want)
+		}
+		if got := testutil.ToFloat64(d1.metrics.votes.WithLabelValues("evicted")); got != 1 {
+			t.Errorf("%v evicting votes counted, want 1", got)
+		}
+		// The detector whose vote confirmed the death does not announce it
+		// again with the generation that follows.
+		d1.SetGeneration(ctx, ring(2, []int{0, 1}, "w2"))
+		if got := d1.trace.take(); slices.Contains(got, "member_dead w2") || !slices.Contains(got, "generation 2") {
+			t.Errorf("the generation without w2 made %q happen, want its handover and no second death", got)
+		}
+	})
+	t.Run("a vote is withdrawn from etcd when the suspect answers again", func(t *testing.T) {
+		client, job, members := etcdJob(t)
+		d0 := etcdDetector(t, job, members[0], gossip.Silent)
+		key := prefix + record.VoteKey("w2", "w0")
+		d0.MemberSuspect("w2", nil)
+		awaitKey(t, client, key, true)
+		d0.MemberAnswered("w2")
+		awaitKey(t, client, key, false)
+	})
+}
