@@ -15,6 +15,7 @@ import (
 	"github.com/ringside/ringside/sidecar/footprint"
 	"github.com/ringside/ringside/sidecar/gossip"
 	"github.com/ringside/ringside/sidecar/preempt"
+	"github.com/ringside/ringside/trainer/api"
 )
 
 // Config is everything `ringside sidecar` is told.
@@ -136,7 +137,7 @@ func DefaultConfig() Config {
 		Advertise:      os.Getenv("POD_IP"),
 		Node:           os.Getenv("NODE_NAME"),
 		Slots:          1,
-		Socket:         "/var/run/ringside/ringside.sock",
+		Socket:         api.DefaultSocket,
 		GossipPort:     7946,
 		GossipKeyCheck: 5 * time.Second,
 		// 30 s: Kubernetes' default terminationGracePeriodSeconds.
