@@ -6,34 +6,15 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
-
-// syncBuffer is a log sink that Wait and the test read and write at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestWaitForAnAbsentSidecarSaysWhatItWaitsForAndGivesUp(t *testing.T) {
 	sock := t.TempDir() + "/none.sock"
 	c := New(sock)
 	defer c.Close()
-	var log syncBuffer
+	var log bytes.Buffer // Wait logs from the caller's goroutine
 	w := Waiting{Limit: 100 * time.Millisecond, Log: slog.New(slog.NewTextHandler(&log, nil)), retry: time.Millisecond, report: time.Nanosecond}
 	err := c.Wait(context.Background(), w, func(ctx context.Context) error { return c.Ready(ctx) })
 	var absent *WaitError
