@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/ringside/ringside/coordinator/record"
@@ -134,16 +135,20 @@ func (c Config) Prefix() string {
 // Validate reports every problem with the config.
 func (c Config) Validate() error {
 	var errs []error
-	for what, v := range map[string]string{"namespace": c.Namespace, "job": c.Job} {
-		if err := record.ValidateName(what, v); err != nil {
-			errs = append(errs, err)
+	bad := func(field, name, format string, args ...any) {
+		errs = append(errs, record.BadField(field, name, format, args...))
+	}
+	for _, n := range []struct{ field, what, v string }{{"Namespace", "namespace", c.Namespace}, {"Job", "job", c.Job}} {
+		if err := record.ValidateName(n.what, n.v); err != nil {
+			// ValidateName's text begins with the name in words.
+			bad(n.field, n.what, "%s", strings.TrimPrefix(err.Error(), n.what+" "))
 		}
 	}
 	if c.TTL < time.Second || c.TTL%time.Second != 0 {
-		errs = append(errs, fmt.Errorf("ttl must be a whole number of seconds, at least 1s, got %s", c.TTL))
+		bad("TTL", "member lease TTL", "must be a whole number of seconds, at least 1s, got %s", c.TTL)
 	}
 	if c.Settle < 0 {
-		errs = append(errs, fmt.Errorf("settle window must not be negative, got %s", c.Settle))
+		bad("Settle", "settle window", "must not be negative, got %s", c.Settle)
 	}
 	if c.RefuteWindow < 0 {
 		errs = append(errs, fmt.Errorf("refute window must not be negative, got %s", c.RefuteWindow))
@@ -164,8 +169,7 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if c.MasterPort < 1 || c.MasterPortRange < 1 || c.MasterPort+c.MasterPortRange-1 > 65535 {
-		errs = append(errs, fmt.Errorf("master ports %d..%d are not a valid port range",
-			c.MasterPort, c.MasterPort+c.MasterPortRange-1))
+		bad("MasterPort", "master port range", "%d..%d is not within 1..65535", c.MasterPort, c.MasterPort+c.MasterPortRange-1)
 	}
 	return errors.Join(errs...)
 }
@@ -173,17 +177,20 @@ func (c Config) Validate() error {
 // Validate reports what is wrong with a policy.
 func (p Policy) Validate() error {
 	var errs []error
+	bad := func(field, name, format string, args ...any) {
+		errs = append(errs, record.BadField(field, name, format, args...))
+	}
 	if p.Min < 1 {
-		errs = append(errs, fmt.Errorf("min must be at least 1, got %d", p.Min))
+		bad("Policy.Min", "min world size", "must be at least 1, got %d", p.Min)
 	}
 	if p.Unit < 1 {
-		errs = append(errs, fmt.Errorf("unit must be at least 1, got %d", p.Unit))
+		bad("Policy.Unit", "world size unit", "must be at least 1, got %d", p.Unit)
 	}
 	if p.Max != 0 && p.Max < p.Min {
-		errs = append(errs, fmt.Errorf("max %d is below min %d", p.Max, p.Min))
+		bad("Policy.Max", "max world size", "%d is below the min %d", p.Max, p.Min)
 	}
 	if p.Max != 0 && p.Unit > 0 && p.Max < p.Unit {
-		errs = append(errs, fmt.Errorf("max %d is below unit %d: no world size fits", p.Max, p.Unit))
+		bad("Policy.Max", "max world size", "%d is below the unit %d: no world size fits", p.Max, p.Unit)
 	}
 	return errors.Join(errs...)
 }

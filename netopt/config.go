@@ -2,7 +2,8 @@ package netopt
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/ringside/ringside/coordinator/record"
 )
 
 // Fabric says how a node's RDMA NICs are cabled, which decides NCCL_CROSS_NIC.
@@ -57,26 +58,17 @@ func DefaultConfig() Config {
 	}
 }
 
-// FieldError is one Config field that Validate rejects. Field is the
-// field's Go name, so a command line can name the flag that set it
-// instead ("--ib-tc must be ...").
-type FieldError struct {
-	// Field is the Config field: "Fabric", "IBTrafficClass"...
-	Field string
-	// Name is the field in words, for the error text: "IB traffic class".
-	Name string
-	// Problem completes Name into a sentence: "must be 0-15 (...), got 16".
-	Problem string
-}
-
-func (e *FieldError) Error() string { return e.Name + " " + e.Problem }
+// FieldError is one Config field that Validate rejects, named by its Go
+// name so that a command line can name the flag that set it instead
+// ("--ib-tc must be ...").
+type FieldError = record.FieldError
 
 // Validate reports every field that is out of range, each as a *FieldError
 // (the cost model's problems excepted: see CostModel.Validate).
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(field, name, format string, args ...any) {
-		errs = append(errs, &FieldError{Field: field, Name: name, Problem: fmt.Sprintf(format, args...)})
+		errs = append(errs, record.BadField(field, name, format, args...))
 	}
 	if c.SysfsRoot == "" {
 		bad("SysfsRoot", "sysfs root", "is empty")

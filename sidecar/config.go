@@ -15,6 +15,7 @@ import (
 	"github.com/ringside/ringside/sidecar/footprint"
 	"github.com/ringside/ringside/sidecar/gossip"
 	"github.com/ringside/ringside/sidecar/preempt"
+	"github.com/ringside/ringside/trainer/api"
 )
 
 // Config is everything `ringside sidecar` is told.
@@ -136,7 +137,7 @@ func DefaultConfig() Config {
 		Advertise:      os.Getenv("POD_IP"),
 		Node:           os.Getenv("NODE_NAME"),
 		Slots:          1,
-		Socket:         "/var/run/ringside/ringside.sock",
+		Socket:         api.DefaultSocket,
 		GossipPort:     7946,
 		GossipKeyCheck: 5 * time.Second,
 		// 30 s: Kubernetes' default terminationGracePeriodSeconds.
@@ -159,14 +160,11 @@ func (c Config) Validate() error {
 	if err := c.Etcd.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	info := record.MemberInfo{ID: c.MemberID, Addr: c.Advertise, Slots: c.Slots, State: record.StateActive}
-	if err := info.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("member: %w (set --member-id / POD_NAME and --advertise / POD_IP)", err))
+	bad := func(field, name, format string, args ...any) {
+		errs = append(errs, record.BadField(field, name, format, args...))
 	}
-	if c.Advertise != "" && net.ParseIP(c.Advertise) == nil {
-		if _, err := net.LookupHost(c.Advertise); err != nil {
-			errs = append(errs, fmt.Errorf("advertise address %q is neither an IP nor a resolvable name", c.Advertise))
-		}
+	if err := c.validateMember(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Socket == "" && c.HTTPAddr == "" {
 		errs = append(errs, errors.New("neither an API socket nor an HTTP address is set"))
@@ -176,7 +174,7 @@ func (c Config) Validate() error {
 			errs = append(errs, err)
 		}
 		if c.tokenPath() == "" {
-			errs = append(errs, errors.New("an HTTP address without a socket needs --api-token-file: TCP callers prove they are the trainer with its token"))
+			bad("APITokenFile", "API token file", "is needed with an HTTP address and no socket: TCP callers prove they are the trainer with its token")
 		}
 	}
 	if c.ProbeAddr != "" {
@@ -193,24 +191,62 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if c.GossipPort < 0 || c.GossipPort > 65535 {
-		errs = append(errs, fmt.Errorf("gossip port %d is out of range", c.GossipPort))
+		bad("GossipPort", "gossip port", "must be 0-65535 (0 picks a free one), got %d", c.GossipPort)
 	}
 	if c.Grace <= 0 {
-		errs = append(errs, fmt.Errorf("grace period must be positive, got %s", c.Grace))
+		bad("Grace", "drain grace period", "must be positive, got %s", c.Grace)
 	}
 	if c.StatusInterval <= 0 {
-		errs = append(errs, fmt.Errorf("status interval must be positive, got %s", c.StatusInterval))
+		bad("StatusInterval", "status interval", "must be positive, got %s", c.StatusInterval)
 	}
 	if c.TrainerTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("trainer timeout must be positive, got %s", c.TrainerTimeout))
+		bad("TrainerTimeout", "trainer timeout", "must be positive, got %s", c.TrainerTimeout)
 	}
 	if c.TrainerStartGrace < 0 {
-		errs = append(errs, fmt.Errorf("trainer start grace must not be negative, got %s", c.TrainerStartGrace))
+		bad("TrainerStartGrace", "trainer start grace", "must not be negative, got %s", c.TrainerStartGrace)
 	}
 	if err := c.Footprint.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// validateMember checks what this member publishes in etcd. Only a
+// missing id or address points at the downward API: elsewhere the value
+// was given and is wrong.
+func (c Config) validateMember() error {
+	var errs []error
+	bad := func(field, name, format string, args ...any) {
+		errs = append(errs, record.BadField(field, name, format, args...))
+	}
+	switch err := record.ValidateID(c.MemberID); {
+	case c.MemberID == "":
+		bad("MemberID", "member id", "is empty: set it, or POD_NAME (in a pod, from the downward API)")
+	case err != nil:
+		bad("MemberID", "member", "%v", err)
+	}
+	switch {
+	case c.Advertise == "":
+		bad("Advertise", "advertise address", "is empty: set it, or POD_IP (in a pod, from the downward API)")
+	case record.ValidateHost(c.Advertise) != nil:
+		bad("Advertise", "advertise address", "%q: %v", c.Advertise, record.ValidateHost(c.Advertise))
+	case net.ParseIP(c.Advertise) == nil:
+		if _, err := net.LookupHost(c.Advertise); err != nil {
+			bad("Advertise", "advertise address", "%q is neither an IP nor a resolvable name", c.Advertise)
+		}
+	}
+	if c.Slots < 1 || c.Slots > record.MaxSlots {
+		bad("Slots", "slots", "must be 1-%d, got %d", record.MaxSlots, c.Slots)
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	// What else the member record holds (node, topology).
+	info := record.MemberInfo{ID: c.MemberID, Addr: c.Advertise, Slots: c.Slots, State: record.StateActive, Node: c.Node, Topology: c.Topology}
+	if err := info.Validate(); err != nil {
+		return fmt.Errorf("member: %w", err)
+	}
+	return nil
 }
 
 func firstNonEmpty(vs ...string) string {
@@ -242,19 +278,16 @@ func (c Config) gossipConfig() (gossip.Config, error) {
 
 // ErrNoGossipKey is the config error of a sidecar given no gossip key and
 // not told that its network is trusted.
-var ErrNoGossipKey = errors.New("gossip has no key: anyone who reaches the gossip port could declare members dead and join the job. " +
-	"Give one with --gossip-key-file FILE (env RINGSIDE_GOSSIP_KEY_FILE; a mounted Secret, which can be rotated in place) " +
-	"or with the env RINGSIDE_GOSSIP_KEY=<base64 key>; `ringside gossip-key` prints a new key. " +
-	"Only where every host that can reach the gossip port is trusted, pass --insecure-trusted-network instead")
+var ErrNoGossipKey = errors.New("gossip has no key: anyone who reaches the gossip port could declare members dead and join the job")
 
 func (c Config) validateGossipKey() error {
 	switch {
 	case c.GossipKeyFile != "" && len(c.GossipKeys) > 0:
-		return errors.New("gossip keys given both in a file (--gossip-key-file) and directly (--gossip-key): give one")
+		return record.BadField("GossipKeys", "gossip keys", "are given both in a file and directly: give one")
 	case c.GossipKeyFile == "" && len(c.GossipKeys) == 0 && !c.InsecureTrustedNetwork:
 		return ErrNoGossipKey
 	case c.GossipKeyFile != "" && c.GossipKeyCheck <= 0:
-		return fmt.Errorf("gossip key check interval must be positive, got %s", c.GossipKeyCheck)
+		return record.BadField("GossipKeyCheck", "gossip key check interval", "must be positive, got %s", c.GossipKeyCheck)
 	case len(c.GossipKeys) > 0:
 		if _, err := gossip.DecodeKeys(c.GossipKeys); err != nil {
 			return err

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ringside/ringside/coordinator/record"
+	"github.com/ringside/ringside/trainer/api"
 )
 
 // The pod's labels and annotations that ask for and shape the injection.
@@ -64,8 +65,8 @@ const (
 	RunVolume      = "ringside-run"
 	EtcdTLSVolume  = "ringside-etcd-tls"
 	GossipVolume   = "ringside-gossip-key"
-	RunDir         = "/var/run/ringside"
-	SocketPath     = RunDir + "/ringside.sock"
+	RunDir         = api.RunDir
+	SocketPath     = api.DefaultSocket
 	BinaryPath     = RunDir + "/bin/ringside"
 	NCCLConfPath   = RunDir + "/nccl.conf"
 	etcdTLSDir     = "/etc/ringside/etcd"

@@ -202,10 +202,10 @@ func TestConflictsAreRefused(t *testing.T) {
 		want   string
 	}{
 		{"empty job", func(p *corev1.Pod) { p.Labels[JobLabel] = "" }, `label ringside.dev/job is "", which cannot name the pod's ringside job: ringside refuses it as a job name: job is empty`},
-		{"a job with a slash", func(p *corev1.Pod) { p.Labels[JobLabel] = "team/llama" }, `label ringside.dev/job is "team/llama", which cannot name the pod's ringside job: ringside refuses it as a job name: job "team/llama" contains '/' or whitespace; it is not a Kubernetes label value`},
+		{"a job with a slash", func(p *corev1.Pod) { p.Labels[JobLabel] = "team/llama" }, `label ringside.dev/job is "team/llama", which cannot name the pod's ringside job: ringside refuses it as a job name: job "team/llama" contains '/' or whitespace: use letters, digits, '-', '_' and '.'; it is not a Kubernetes label value`},
 		{"a job with a space", func(p *corev1.Pod) { p.Labels[JobLabel] = "llama 7b" }, `job "llama 7b" contains '/' or whitespace`},
 		{"a job too long for a label", func(p *corev1.Pod) { p.Labels[JobLabel] = strings.Repeat("j", 64) }, "it is not a Kubernetes label value: must be no more than 63 bytes"},
-		{"a job that starts with a dash", func(p *corev1.Pod) { p.Labels[JobLabel] = "-llama" }, `label ringside.dev/job is "-llama", which cannot name the pod's ringside job: it is not a Kubernetes label value: a valid label must be`},
+		{"a job that starts with a dash", func(p *corev1.Pod) { p.Labels[JobLabel] = "-llama" }, `label ringside.dev/job is "-llama", which cannot name the pod's ringside job: ringside refuses it as a job name: job "-llama" must begin and end with a letter or digit; it is not a Kubernetes label value: a valid label must be`},
 		{"a container named ringside", func(p *corev1.Pod) {
 			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "ringside", Image: "x"})
 		}, `already has a container named "ringside"`},

@@ -125,7 +125,7 @@ type certReloader struct {
 
 func newCertReloader(certFile, keyFile string, log *slog.Logger) (*certReloader, error) {
 	if certFile == "" || keyFile == "" {
-		return nil, errors.New("the webhook needs a serving certificate and key (--tls-cert-file, --tls-key-file): the API server calls webhooks over TLS only")
+		return nil, errors.New("webhook: the server config needs a certificate and a key file: the API server calls webhooks over TLS only")
 	}
 	r := &certReloader{certFile: certFile, keyFile: keyFile, log: log}
 	if err := r.load(time.Now()); err != nil {

@@ -23,7 +23,6 @@ type controllerOptions struct {
 
 func newControllerCmd() *cobra.Command {
 	o := controllerOptions{cfg: autoscale.DefaultConfig(), etcd: etcdconn.DefaultConfig()}
-	o.cfg.LeaderElection.Namespace = envOr("POD_NAMESPACE", o.cfg.LeaderElection.Namespace)
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Run the ElasticScaler controller: scale training jobs on measured goodput",
@@ -75,7 +74,8 @@ leases.coordination.k8s.io in --leader-elect-namespace.`,
 	f.IntVar(&c.Workers, "workers", c.Workers, "ElasticScalers synced at once")
 	addEtcdFlags(f, &o.etcd)
 	f.BoolVar(&le.Enabled, "leader-elect", le.Enabled, "elect one leader among the controller's replicas with a Lease; only the leader syncs")
-	f.StringVar(&le.Namespace, "leader-elect-namespace", le.Namespace, "namespace of the leader Lease (its default is env POD_NAMESPACE when set)")
+	f.StringVar(&le.Namespace, "leader-elect-namespace", le.Namespace, "namespace of the leader Lease")
+	withEnv(f, "leader-elect-namespace", "RINGSIDE_LEADER_ELECT_NAMESPACE", "POD_NAMESPACE")
 	f.StringVar(&le.Name, "leader-elect-lease-name", le.Name, "name of the leader Lease")
 	f.DurationVar(&le.LeaseDuration, "leader-elect-lease-duration", le.LeaseDuration, "how long a standby waits before taking a lease its leader stopped renewing")
 	f.DurationVar(&le.RenewDeadline, "leader-elect-renew-deadline", le.RenewDeadline, "how long the leader retries renewing before it gives up leading (less than the lease duration)")
@@ -103,7 +103,7 @@ func (o controllerOptions) validate() error {
 		}
 	}
 	if err := o.etcd.Validate(); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, flagErrors(err, etcdFieldFlags))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,13 +9,7 @@ import (
 )
 
 func runControllerCmd(ctx context.Context, args ...string) (string, error) {
-	cmd := newControllerCmd()
-	var out bytes.Buffer
-	cmd.SetArgs(args)
-	cmd.SetOut(&out)
-	cmd.SetErr(io.Discard)
-	err := cmd.ExecuteContext(ctx)
-	return out.String(), err
+	return runRoot(ctx, append([]string{"controller"}, args...)...)
 }
 
 func TestControllerHelpSaysWhatItDoesWithAnExample(t *testing.T) {

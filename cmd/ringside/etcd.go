@@ -52,6 +52,9 @@ at start.`,
     --peer-client-cert-auth --listen-metrics-url http://0.0.0.0:2381`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.StartTimeout <= 0 {
+				return fmt.Errorf("--start-timeout must be positive, got %s", cfg.StartTimeout)
+			}
 			srv, err := etcdserver.Start(cmd.Context(), cfg)
 			if err != nil {
 				return err

@@ -34,8 +34,7 @@ type authSetupOptions struct {
 func newEtcdAuthSetupCmd() *cobra.Command {
 	o := authSetupOptions{
 		etcd:      etcdconn.DefaultConfig(),
-		job:       envOr("RINGSIDE_JOB", ""),
-		namespace: envOr("RINGSIDE_NAMESPACE", "default"),
+		namespace: "default",
 		enable:    true,
 		timeout:   10 * time.Second,
 	}
@@ -68,8 +67,8 @@ Running it again changes nothing but a password given anew.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.job, "job", o.job, "job name (env RINGSIDE_JOB)")
-	f.StringVar(&o.namespace, "namespace", o.namespace, "job namespace (env RINGSIDE_NAMESPACE)")
+	f.StringVar(&o.job, "job", o.job, "job name (required)")
+	f.StringVar(&o.namespace, "namespace", o.namespace, "job namespace")
 	f.StringVar(&o.user, "user", "", "the job's etcd user (default ringside/<namespace>/<job>); the common name of its sidecars' client certificates")
 	f.StringVar(&o.passwordFile, "password-file", "", "file with the job user's password (default: none, the user authenticates by client certificate only)")
 	f.StringVar(&o.rootPasswordFile, "root-password-file", "", "file with the password of the root user this creates (default: none, root authenticates by a client certificate with common name root)")
@@ -80,8 +79,12 @@ Running it again changes nothing but a password given anew.`,
 }
 
 func runAuthSetup(ctx context.Context, cmd *cobra.Command, o authSetupOptions) error {
-	if o.job == "" {
-		return errors.New("--job is required: the job name its sidecars are started with")
+	errs := []error{validateJobName(o.job, o.namespace), flagErrors(o.etcd.Validate(), etcdFieldFlags)}
+	if o.timeout <= 0 {
+		errs = append(errs, fmt.Errorf("--timeout must be positive, got %s", o.timeout))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	access := etcdconn.JobAccess{Namespace: o.namespace, Job: o.job, User: o.user}
 	var err error

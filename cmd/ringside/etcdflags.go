@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -14,21 +13,13 @@ import (
 const passwordEnv = "RINGSIDE_ETCD_PASSWORD"
 
 // addEtcdFlags registers how a command reaches etcd, the same flags in
-// every command that dials it (sidecar, status, etcd auth), each with its
-// default from the environment (RINGSIDE_ETCD_ENDPOINTS and so on).
+// every command that dials it (sidecar, status, etcd auth, controller).
 func addEtcdFlags(f *pflag.FlagSet, c *etcdconn.Config) {
-	f.StringSliceVar(&c.Endpoints, "etcd-endpoints", envList("RINGSIDE_ETCD_ENDPOINTS", c.Endpoints), "etcd client URLs, comma-separated (env RINGSIDE_ETCD_ENDPOINTS)")
-	f.StringVar(&c.CertFile, "etcd-cert", envOr("RINGSIDE_ETCD_CERT", c.CertFile), "client certificate for etcd, read again at every new connection so it can be rotated in place (env RINGSIDE_ETCD_CERT)")
-	f.StringVar(&c.KeyFile, "etcd-key", envOr("RINGSIDE_ETCD_KEY", c.KeyFile), "key of --etcd-cert (env RINGSIDE_ETCD_KEY)")
-	f.StringVar(&c.CAFile, "etcd-ca", envOr("RINGSIDE_ETCD_CA", c.CAFile), "CA that signed etcd's server certificate (env RINGSIDE_ETCD_CA)")
-	f.StringVar(&c.User, "etcd-user", envOr("RINGSIDE_ETCD_USER", c.User), "etcd user when etcd's authentication is on, with its password in --etcd-password-file or env "+passwordEnv+"; not needed with a client certificate, whose common name is then the user (env RINGSIDE_ETCD_USER)")
-	f.StringVar(&c.PasswordFile, "etcd-password-file", envOr("RINGSIDE_ETCD_PASSWORD_FILE", c.PasswordFile), "file holding the password of --etcd-user (env RINGSIDE_ETCD_PASSWORD_FILE)")
+	f.StringSliceVar(&c.Endpoints, "etcd-endpoints", c.Endpoints, "etcd client URLs, http(s)://host:port, comma-separated")
+	f.StringVar(&c.CertFile, "etcd-cert", c.CertFile, "client certificate for etcd, read again at every new connection so it can be rotated in place")
+	f.StringVar(&c.KeyFile, "etcd-key", c.KeyFile, "key of --etcd-cert")
+	f.StringVar(&c.CAFile, "etcd-ca", c.CAFile, "CA that signed etcd's server certificate (default: the system's roots)")
+	f.StringVar(&c.User, "etcd-user", c.User, "etcd user when etcd's authentication is on, with its password in --etcd-password-file or env "+passwordEnv+"; not needed with a client certificate, whose common name is then the user")
+	f.StringVar(&c.PasswordFile, "etcd-password-file", c.PasswordFile, "file holding the password of --etcd-user")
 	c.Password = os.Getenv(passwordEnv)
-}
-
-func envList(key string, def []string) []string {
-	if v, ok := os.LookupEnv(key); ok {
-		return strings.Split(v, ",")
-	}
-	return def
 }

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -57,29 +57,28 @@ ring only once its processes attach.`,
   ringside exec --socket /var/run/ringside/ringside.sock --max-restarts 5 -- torch_script.sh
   ringside exec --preload torch -- python train.py   # restarts in a process that imported torch already
   ringside exec --live --slots 8 -- python train_live.py   # one process per GPU, each following the generations`,
-		Args: cobra.MinimumNArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return errors.New("no command given: ringside exec [flags] -- CMD [ARGS...]")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := validateExec(cmd, cfg, live); err != nil {
+				return err
+			}
 			cfg.Command = args
 			sigs := make(chan os.Signal, 4)
 			signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
 			defer signal.Stop(sigs)
 			cfg.Signals = sigs
 			run := launch.Run
-			if v, ok := os.LookupEnv("RINGSIDE_SLOTS"); ok && live && !cmd.Flags().Changed("slots") {
-				n, err := strconv.Atoi(v)
-				if err != nil || n < 0 {
-					return fmt.Errorf("RINGSIDE_SLOTS=%q: want the number of slot processes, an integer >= 0", v)
-				}
-				cfg.Slots = n
-			}
 			if live {
 				run = launch.RunLive
-			} else if cmd.Flags().Changed("slots") || cmd.Flags().Changed("restart-backoff") {
-				return errors.New("--slots and --restart-backoff are for --live; restart mode runs a process per slot of each generation")
 			}
 			code, err := run(context.WithoutCancel(cmd.Context()), cfg)
 			if err != nil {
-				return err
+				return execFlagErrors(err, cfg.Socket)
 			}
 			if code != 0 {
 				return exitCodeError(code)
@@ -88,21 +87,75 @@ ring only once its processes attach.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Socket, "socket", envOr("RINGSIDE_SOCKET", cfg.Socket), "the sidecar's API socket (env RINGSIDE_SOCKET)")
+	f.StringVar(&cfg.Socket, "socket", cfg.Socket, "the sidecar's API socket")
+	f.DurationVar(&cfg.SidecarWait, "socket-wait", cfg.SidecarWait, "how long to wait at start for the sidecar to answer on --socket, saying so every few seconds (0: wait until interrupted)")
 	f.DurationVar(&cfg.StopTimeout, "stop-timeout", cfg.StopTimeout, "time between SIGTERM and SIGKILL when stopping CMD")
 	f.IntVar(&cfg.MaxRestarts, "max-restarts", cfg.MaxRestarts, "restarts after CMD failures before giving up")
-	f.StringVar(&cfg.RunID, "run-id", envOr("RINGSIDE_JOB", cfg.RunID), "TORCHELASTIC_RUN_ID")
-	f.DurationVar(&cfg.StartTimeout, "start-timeout", cfg.StartTimeout, "how long to wait for the sidecar at start")
+	f.StringVar(&cfg.RunID, "run-id", cfg.RunID, "TORCHELASTIC_RUN_ID")
+	withEnv(f, "run-id", "RINGSIDE_RUN_ID", "RINGSIDE_JOB")
+	f.DurationVar(&cfg.StartTimeout, "start-timeout", cfg.StartTimeout, "with --preload: how long a start waits for the warm process's imports before it starts cold")
 	f.DurationVar(&cfg.CrashGrace, "crash-grace", cfg.CrashGrace, "after CMD fails, how long to wait for a new generation (a peer died under it) before the failure counts against --max-restarts")
 	f.BoolVar(&live, "live", false, "live mode: start CMD once per slot, never restarted for a new generation (for trainers using ringside.elastic.run); a failed slot process is restarted alone")
-	f.IntVar(&cfg.Slots, "slots", 0, "with --live: processes to start, one per slot (env RINGSIDE_SLOTS; 0: the member's slots, from the first generation it is active in)")
+	f.IntVar(&cfg.Slots, "slots", 0, "with --live: processes to start, one per slot (0: the member's slots, from the first generation it is active in)")
 	f.DurationVar(&cfg.RestartBackoff, "restart-backoff", cfg.RestartBackoff, "with --live: wait before restarting a failed slot process, doubled with each failure of that slot in a row (up to 30s)")
 	f.StringSliceVar(&cfg.Preload, "preload", nil, "Python modules (e.g. torch) a warm process per slot imports while CMD trains, so a restart skips the interpreter start and the imports; for `python [options] SCRIPT|-m MODULE` commands")
 	return cmd
 }
 
+// validateExec checks exec's flags before anything starts.
+func validateExec(cmd *cobra.Command, cfg launch.Config, live bool) error {
+	var errs []error
+	changed := cmd.Flags().Changed
+	if !live && (changed("slots") || changed("restart-backoff")) {
+		errs = append(errs, errors.New("--slots and --restart-backoff are for --live; restart mode runs a process per slot of each generation"))
+	}
+	if live && len(cfg.Preload) > 0 {
+		errs = append(errs, fmt.Errorf("--preload: %w", launch.ErrPreloadLive))
+	}
+	if cfg.Socket == "" {
+		errs = append(errs, errors.New("--socket is empty: give the sidecar's API socket"))
+	}
+	for _, d := range []struct {
+		flag     string
+		v        time.Duration
+		positive bool
+	}{
+		{"--socket-wait", cfg.SidecarWait, false},
+		{"--stop-timeout", cfg.StopTimeout, true},
+		{"--start-timeout", cfg.StartTimeout, true},
+		{"--crash-grace", cfg.CrashGrace, false},
+		{"--restart-backoff", cfg.RestartBackoff, true},
+	} {
+		switch {
+		case d.positive && d.v <= 0:
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.flag, d.v))
+		case d.v < 0:
+			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", d.flag, d.v))
+		}
+	}
+	if cfg.MaxRestarts < 0 {
+		errs = append(errs, fmt.Errorf("--max-restarts must be zero or more, got %d", cfg.MaxRestarts))
+	}
+	if cfg.Slots < 0 {
+		errs = append(errs, fmt.Errorf("--slots must be zero (the member's slots) or more, got %d", cfg.Slots))
+	}
+	return errors.Join(errs...)
+}
+
+// execFlagErrors names the flags behind the launcher's errors.
+func execFlagErrors(err error, socket string) error {
+	var absent *client.WaitError
+	switch {
+	case errors.As(err, &absent):
+		return fmt.Errorf("%w\nIs `ringside sidecar` running with --socket %s? Point --socket (env RINGSIDE_SOCKET) at its socket, or wait longer with --socket-wait (env RINGSIDE_SOCKET_WAIT)", err, socket)
+	case errors.Is(err, launch.ErrSlotsUnknown):
+		return fmt.Errorf("%w: give --slots", err)
+	}
+	return err
+}
+
 func newDiscoverHostsCmd() *cobra.Command {
-	socket := envOr("RINGSIDE_SOCKET", launch.DefaultConfig().Socket)
+	socket := launch.DefaultConfig().Socket
 	cmd := &cobra.Command{
 		Use:   "discover-hosts",
 		Short: "Print the current generation's members as host:slots lines, for horovodrun",
@@ -126,6 +179,6 @@ only when the sidecar cannot be reached.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&socket, "socket", socket, "the sidecar's API socket (env RINGSIDE_SOCKET)")
+	cmd.Flags().StringVar(&socket, "socket", socket, "the sidecar's API socket")
 	return cmd
 }

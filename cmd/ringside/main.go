@@ -40,6 +40,9 @@ without restarting every process.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := flagsFromEnv(cmd.Flags()); err != nil {
+				return err
+			}
 			logger, err := newLogger(logLevel, logFormat)
 			if err != nil {
 				return err
@@ -48,9 +51,10 @@ without restarting every process.`,
 			return nil
 		},
 	}
-	root.PersistentFlags().StringVar(&logLevel, "log-level", envOr("RINGSIDE_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env RINGSIDE_LOG_LEVEL)")
-	root.PersistentFlags().StringVar(&logFormat, "log-format", envOr("RINGSIDE_LOG_FORMAT", "text"), "log format: text or json (env RINGSIDE_LOG_FORMAT)")
+	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	root.PersistentFlags().StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	root.AddCommand(newSidecarCmd(), newExecCmd(), newDiscoverHostsCmd(), newStatusCmd(), newEtcdCmd(), newBenchCmd(), newDemoCmd(), newNetoptCmd(), newGossipKeyCmd(), newControllerCmd(), newWebhookCmd())
+	documentEnv(root)
 	return root
 }
 
@@ -67,11 +71,4 @@ func newLogger(level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
-}
-
-func envOr(key, def string) string {
-	if v, ok := os.LookupEnv(key); ok {
-		return v
-	}
-	return def
 }

@@ -106,7 +106,7 @@ mixed link speeds, files that could not be read) go to stderr too.`,
 			cfg.Fabric, cfg.IBTrafficClass, cfg.IBServiceLevel = netopt.Fabric(fabric), tc, sl
 			out := netopt.Format(format)
 			if err := errors.Join(out.Validate(), cfg.Validate()); err != nil {
-				return netoptFlagErrors(err, netoptEnvFlags)
+				return flagErrors(err, netoptEnvFlags)
 			}
 			h, err := netopt.Detect(cmd.Context(), cfg)
 			if err != nil {
@@ -128,31 +128,12 @@ mixed link speeds, files that could not be read) go to stderr too.`,
 }
 
 // netoptEnvFlags names the flag of env that sets each netopt field.
-var netoptEnvFlags = map[string]string{
+var netoptEnvFlags = fieldFlags{
 	"Format":         "--format",
 	"SysfsRoot":      "--sysfs-root",
 	"Fabric":         "--fabric",
 	"IBTrafficClass": "--ib-tc",
 	"IBServiceLevel": "--ib-sl",
-}
-
-// netoptFlagErrors rewrites the *netopt.FieldErrors in err (one error or
-// a join of them) to name the flag that set the field instead of the field.
-func netoptFlagErrors(err error, flags map[string]string) error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var errs []error
-		for _, e := range j.Unwrap() {
-			errs = append(errs, netoptFlagErrors(e, flags))
-		}
-		return errors.Join(errs...)
-	}
-	var fe *netopt.FieldError
-	if errors.As(err, &fe) {
-		if flag, ok := flags[fe.Field]; ok {
-			return fmt.Errorf("%s %s", flag, fe.Problem)
-		}
-	}
-	return err
 }
 
 func newNetoptPlanCmd() *cobra.Command {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -10,7 +11,6 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/ringside/ringside/sidecar"
 	"github.com/ringside/ringside/sidecar/footprint"
@@ -53,10 +53,10 @@ RINGSIDE_ETCD_ENDPOINTS, and so on.`,
   ringside sidecar --job demo --member-id w0 --advertise 127.0.0.2 \
     --socket /tmp/w0.sock --gossip-port 0 --gossip-key-file /tmp/demo.key`,
 		Args: cobra.NoArgs,
-		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			return flagsFromEnv(cmd.Flags())
-		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := validateJobName(cfg.Job.Job, cfg.Job.Namespace); err != nil {
+				return err
+			}
 			if topology != "" {
 				cfg.Topology = strings.Split(topology, ",")
 			}
@@ -68,6 +68,9 @@ RINGSIDE_ETCD_ENDPOINTS, and so on.`,
 				cfg.NodeLabels = m
 			}
 			cfg.Footprint.MemoryLimit = memoryLimitMiB * footprint.MiB
+			if err := cfg.Validate(); err != nil {
+				return sidecarFlagErrors(err)
+			}
 			if err := footprint.Apply(cfg.Footprint, slog.Default()); err != nil {
 				return err
 			}
@@ -82,8 +85,8 @@ RINGSIDE_ETCD_ENDPOINTS, and so on.`,
 	}
 	f := cmd.Flags()
 	j := &cfg.Job
-	f.StringVar(&j.Job, "job", j.Job, "job name (required)")
-	f.StringVar(&j.Namespace, "namespace", j.Namespace, "job namespace")
+	f.StringVar(&j.Job, "job", j.Job, "job name (required): up to 63 letters, digits, '-', '_' and '.'")
+	f.StringVar(&j.Namespace, "namespace", j.Namespace, "job namespace, named as the job is")
 	addEtcdFlags(f, &cfg.Etcd)
 	f.StringVar(&cfg.MemberID, "member-id", cfg.MemberID, "member id (default: POD_NAME or the host name)")
 	f.StringVar(&cfg.Advertise, "advertise", cfg.Advertise, "address other workers reach this pod at (default: POD_IP)")
@@ -175,29 +178,29 @@ sidecar reads the file again when it changes and on SIGHUP.`,
 	}
 }
 
-// flagsFromEnv sets every flag not given on the command line from
-// RINGSIDE_<FLAG_NAME> (dashes become underscores).
-func flagsFromEnv(fs *pflag.FlagSet) error {
-	var err error
-	fs.VisitAll(func(f *pflag.Flag) {
-		if err != nil || f.Changed {
-			return
-		}
-		key := "RINGSIDE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		v, ok := os.LookupEnv(key)
-		if !ok {
-			return
-		}
-		if sv, isSlice := f.Value.(pflag.SliceValue); isSlice {
-			if e := sv.Replace(strings.Split(v, ",")); e != nil {
-				err = fmt.Errorf("%s=%q: %w", key, v, e)
-			}
-			return
-		}
-		if e := f.Value.Set(v); e != nil {
-			err = fmt.Errorf("%s=%q: %w", key, v, e)
-		}
-	})
+// sidecarFieldFlags names the flag of each sidecar.Config field.
+var sidecarFieldFlags = fieldFlags{
+	"MemberID":          "--member-id",
+	"Advertise":         "--advertise",
+	"Slots":             "--slots",
+	"APITokenFile":      "--api-token-file",
+	"GossipKeys":        "--gossip-key-file and --gossip-key",
+	"GossipKeyCheck":    "--gossip-key-check",
+	"GossipPort":        "--gossip-port",
+	"Grace":             "--grace",
+	"StatusInterval":    "--status-interval",
+	"TrainerTimeout":    "--trainer-timeout",
+	"TrainerStartGrace": "--trainer-start-grace",
+}.merge(etcdFieldFlags, jobFieldFlags)
+
+// sidecarFlagErrors names the flags behind a sidecar.Config error.
+func sidecarFlagErrors(err error) error {
+	err = flagErrors(err, sidecarFieldFlags)
+	if errors.Is(err, sidecar.ErrNoGossipKey) {
+		err = fmt.Errorf("%w. Give one with --gossip-key-file FILE (env RINGSIDE_GOSSIP_KEY_FILE; a mounted Secret, which can be rotated in place) "+
+			"or with the env RINGSIDE_GOSSIP_KEY=<base64 key>; `ringside gossip-key` prints a new key. "+
+			"Only where every host that can reach the gossip port is trusted, pass --insecure-trusted-network instead", err)
+	}
 	return err
 }
 

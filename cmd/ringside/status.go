@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/ringside/ringside/coordinator"
 	"github.com/ringside/ringside/coordinator/etcdconn"
 	"github.com/ringside/ringside/coordinator/jobstatus"
 )
@@ -27,8 +26,7 @@ type statusOptions struct {
 
 func newStatusCmd() *cobra.Command {
 	o := statusOptions{
-		job:       envOr("RINGSIDE_JOB", ""),
-		namespace: envOr("RINGSIDE_NAMESPACE", "default"),
+		namespace: "default",
 		etcd:      etcdconn.DefaultConfig(),
 		interval:  time.Second,
 		timeout:   5 * time.Second,
@@ -75,8 +73,8 @@ of --etcd-user (no flag, so it shows in no process list).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.job, "job", o.job, "job name (env RINGSIDE_JOB)")
-	f.StringVar(&o.namespace, "namespace", o.namespace, "job namespace (env RINGSIDE_NAMESPACE)")
+	f.StringVar(&o.job, "job", o.job, "job name (required)")
+	f.StringVar(&o.namespace, "namespace", o.namespace, "job namespace")
 	addEtcdFlags(f, &o.etcd)
 	f.DurationVar(&o.interval, "interval", o.interval, "time between refreshes of the live view")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "how long each read waits for etcd before giving up")
@@ -86,19 +84,14 @@ of --etcd-user (no flag, so it shows in no process list).`,
 }
 
 func (o statusOptions) validate() error {
-	if o.job == "" {
-		return errors.New("--job is required: the job name its sidecars were started with (env RINGSIDE_JOB)")
+	errs := []error{validateJobName(o.job, o.namespace), flagErrors(o.etcd.Validate(), etcdFieldFlags)}
+	if o.interval <= 0 {
+		errs = append(errs, fmt.Errorf("--interval must be positive, got %s", o.interval))
 	}
-	if err := coordinator.DefaultConfig(o.namespace, o.job).Validate(); err != nil {
-		return fmt.Errorf("--job/--namespace: %w", err)
+	if o.timeout <= 0 {
+		errs = append(errs, fmt.Errorf("--timeout must be positive, got %s", o.timeout))
 	}
-	if err := o.etcd.Validate(); err != nil {
-		return err
-	}
-	if o.interval <= 0 || o.timeout <= 0 {
-		return fmt.Errorf("--interval (%s) and --timeout (%s) must be positive", o.interval, o.timeout)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // runStatus prints the job's status until ctx ends, or once. A failed

@@ -149,8 +149,8 @@ func TestStatusErrorsSayWhatIsWrong(t *testing.T) {
 		want []string
 	}{
 		{"no job name", []string{"--once"}, []string{"--job is required"}},
-		{"a job name with a slash", []string{"--job", "a/b", "--once"}, []string{"--job/--namespace", "contains '/'"}},
-		{"a certificate without its key", []string{"--job", "j", "--etcd-cert", "c.pem"}, []string{"--etcd-cert and --etcd-key"}},
+		{"a job name with a slash", []string{"--job", "a/b", "--once"}, []string{`--job: job "a/b"`, "contains '/'"}},
+		{"a certificate without its key", []string{"--job", "j", "--etcd-cert", "c.pem"}, []string{"--etcd-key is missing"}},
 		{"etcd unreachable", []string{"--job", "j", "--once", "--etcd-endpoints", "http://127.0.0.1:1", "--timeout", "300ms"},
 			[]string{"etcd at http://127.0.0.1:1 did not answer within 300ms", "--etcd-endpoints"}},
 	}

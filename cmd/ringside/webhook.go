@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -49,10 +50,10 @@ change.`,
     --etcd-endpoints https://ringside-etcd:2379 --etcd-tls-secret ringside-etcd-client \
     --gossip-key-secret ringside-gossip --skip-namespace ringside-system`,
 		Args: cobra.NoArgs,
-		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			return flagsFromEnv(cmd.Flags())
-		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if srv.CertFile == "" || srv.KeyFile == "" {
+				return errors.New("--tls-cert-file and --tls-key-file are required: the API server calls webhooks over TLS only")
+			}
 			switch p := corev1.PullPolicy(pullPolicy); p {
 			case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
 				cfg.ImagePullPolicy = p

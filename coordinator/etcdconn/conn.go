@@ -30,6 +30,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+
+	"github.com/ringside/ringside/coordinator/record"
 )
 
 // Config says how to reach and authenticate to etcd.
@@ -75,32 +77,39 @@ func (c Config) TLS() bool {
 }
 
 // Validate reports every problem with the config that can be seen without
-// dialing, naming the flags (etcdflags in cmd/ringside) that set it.
+// dialing, each as a *record.FieldError naming the field, so that a
+// command line can name its flag instead.
 func (c Config) Validate() error {
 	var errs []error
+	bad := func(field, name, format string, args ...any) {
+		errs = append(errs, record.BadField(field, name, format, args...))
+	}
 	if len(c.Endpoints) == 0 {
-		errs = append(errs, errors.New("--etcd-endpoints is empty: give etcd's client URLs, e.g. https://etcd:2379"))
+		bad("Endpoints", "etcd endpoints", "are empty: give etcd's client URLs, e.g. https://etcd:2379")
 	}
 	for _, ep := range c.Endpoints {
 		if u, err := url.Parse(ep); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Port() == "" {
-			errs = append(errs, fmt.Errorf("--etcd-endpoints: %q is not http(s)://host:port", ep))
+			bad("Endpoints", "etcd endpoint", "%q is not http(s)://host:port", ep)
 		}
 	}
-	if (c.CertFile == "") != (c.KeyFile == "") {
-		errs = append(errs, errors.New("--etcd-cert and --etcd-key must be given together"))
+	if c.CertFile != "" && c.KeyFile == "" {
+		bad("KeyFile", "etcd client key", "is missing: a client certificate needs its key")
+	}
+	if c.CertFile == "" && c.KeyFile != "" {
+		bad("CertFile", "etcd client certificate", "is missing: a client key needs its certificate")
 	}
 	if c.Password != "" && c.PasswordFile != "" {
-		errs = append(errs, errors.New("etcd password given twice: as RINGSIDE_ETCD_PASSWORD and in --etcd-password-file; keep one"))
+		bad("PasswordFile", "etcd password file", "is given with a password too: keep one")
 	}
 	hasPassword := c.Password != "" || c.PasswordFile != ""
 	switch {
 	case c.User == "" && hasPassword:
-		errs = append(errs, errors.New("an etcd password without a user: give --etcd-user too"))
+		bad("User", "etcd user", "is missing: a password needs its user")
 	case c.User != "" && !hasPassword:
-		errs = append(errs, fmt.Errorf("etcd user %q has no password: give --etcd-password-file or RINGSIDE_ETCD_PASSWORD (with a client certificate, leave --etcd-user out: the certificate's common name is the user)", c.User))
+		bad("PasswordFile", "etcd password", "of user %q is missing (with a client certificate, leave the user out: the certificate's common name is the user)", c.User)
 	}
 	if c.DialTimeout < 0 {
-		errs = append(errs, fmt.Errorf("etcd dial timeout %s is negative", c.DialTimeout))
+		bad("DialTimeout", "etcd dial timeout", "must not be negative, got %s", c.DialTimeout)
 	}
 	return errors.Join(errs...)
 }
@@ -145,7 +154,7 @@ func New(c Config, opts ...grpc.DialOption) (*clientv3.Client, error) {
 	if c.PasswordFile != "" {
 		var err error
 		if ccfg.Password, err = ReadPassword(c.PasswordFile); err != nil {
-			return nil, fmt.Errorf("--etcd-password-file: %w", err)
+			return nil, &record.FieldError{Field: "PasswordFile", Name: "etcd password file", Problem: err.Error()}
 		}
 	}
 	if c.TLS() {

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ringside/ringside/coordinator/etcdconn"
+	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/etcdserver"
 	"github.com/ringside/ringside/internal/etcdtest"
 )
@@ -194,26 +196,28 @@ func TestTheEmbeddedServerServesARotatedCertificateWithoutARestart(t *testing.T)
 	}
 }
 
-func TestValidateNamesWhatIsWrong(t *testing.T) {
+func TestValidateNamesTheBadFieldAndNoFlag(t *testing.T) {
 	tests := []struct {
-		name   string
-		mutate func(*etcdconn.Config)
-		want   string
+		name        string
+		mutate      func(*etcdconn.Config)
+		field, want string
 	}{
-		{"no endpoints", func(c *etcdconn.Config) { c.Endpoints = nil }, "--etcd-endpoints is empty"},
-		{"an endpoint without a port", func(c *etcdconn.Config) { c.Endpoints = []string{"https://etcd"} }, `"https://etcd" is not http(s)://host:port`},
-		{"a certificate without its key", func(c *etcdconn.Config) { c.CertFile = "c.crt" }, "--etcd-cert and --etcd-key"},
-		{"a user without a password", func(c *etcdconn.Config) { c.User = "u" }, `etcd user "u" has no password`},
-		{"a password without a user", func(c *etcdconn.Config) { c.PasswordFile = "pw" }, "give --etcd-user too"},
-		{"a password twice", func(c *etcdconn.Config) { c.User, c.Password, c.PasswordFile = "u", "p", "pw" }, "password given twice"},
+		{"no endpoints", func(c *etcdconn.Config) { c.Endpoints = nil }, "Endpoints", "etcd endpoints are empty"},
+		{"an endpoint without a port", func(c *etcdconn.Config) { c.Endpoints = []string{"https://etcd"} }, "Endpoints", `"https://etcd" is not http(s)://host:port`},
+		{"a certificate without its key", func(c *etcdconn.Config) { c.CertFile = "c.crt" }, "KeyFile", "etcd client key is missing"},
+		{"a key without its certificate", func(c *etcdconn.Config) { c.KeyFile = "c.key" }, "CertFile", "etcd client certificate is missing"},
+		{"a user without a password", func(c *etcdconn.Config) { c.User = "u" }, "PasswordFile", `password of user "u" is missing`},
+		{"a password without a user", func(c *etcdconn.Config) { c.PasswordFile = "pw" }, "User", "etcd user is missing"},
+		{"a password twice", func(c *etcdconn.Config) { c.User, c.Password, c.PasswordFile = "u", "p", "pw" }, "PasswordFile", "with a password too"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := etcdconn.DefaultConfig()
 			tt.mutate(&c)
 			err := c.Validate()
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("Validate() = %v, want an error with %q", err, tt.want)
+			var fe *record.FieldError
+			if !errors.As(err, &fe) || fe.Field != tt.field || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "--") {
+				t.Fatalf("Validate() = %v, want a *record.FieldError of %s with %q and no flag", err, tt.field, tt.want)
 			}
 		})
 	}

@@ -30,16 +30,33 @@ func Prefix(namespace, job string) string {
 	return "/ringside/" + namespace + "/" + job + "/"
 }
 
+// MaxNameLen bounds a namespace or job name: a Kubernetes label value
+// (the webhook takes the job from the pod's ringside.dev/job label).
+const MaxNameLen = 63
+
 // ValidateName reports what is wrong with a namespace or job name (what
-// says which, for the message): each is one segment of Prefix, so it must
-// not be empty, and must hold no '/' (which would nest one job's keys in
-// another's) and no whitespace.
+// says which, for the message). Each is one segment of Prefix, a label
+// value and part of the job's etcd user, so it follows the rules of a
+// Kubernetes label value: at most 63 letters, digits, '-', '_' and '.',
+// beginning and ending with a letter or digit. That rules out '/', which
+// would nest one job's keys in another's, and whitespace.
 func ValidateName(what, name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("%s is empty", what)
-	case strings.ContainsAny(name, "/ \t\n"):
-		return fmt.Errorf("%s %q contains '/' or whitespace", what, name)
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("%s %q is %d characters, more than %d", what, name, len(name), MaxNameLen)
+	}
+	for i, r := range name {
+		alnum := 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9'
+		switch {
+		case r == '/' || r <= ' ':
+			return fmt.Errorf("%s %q contains '/' or whitespace: use letters, digits, '-', '_' and '.'", what, name)
+		case !alnum && r != '-' && r != '_' && r != '.':
+			return fmt.Errorf("%s %q contains %q: use letters, digits, '-', '_' and '.'", what, name, r)
+		case !alnum && (i == 0 || i == len(name)-1):
+			return fmt.Errorf("%s %q must begin and end with a letter or digit", what, name)
+		}
 	}
 	return nil
 }

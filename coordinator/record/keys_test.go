@@ -14,6 +14,13 @@ func TestValidateNameRefusesWhatWouldBreakThePrefix(t *testing.T) {
 		{"a b", "contains '/' or whitespace"},
 		{"a\tb", "contains '/' or whitespace"},
 		{"a\n", "contains '/' or whitespace"},
+		{"Team.A_1-x", ""},
+		{strings.Repeat("a", 63), ""},
+		{strings.Repeat("a", 64), "more than 63"},
+		{"a:b", `contains ':'`},
+		{"llamaé", "contains"},
+		{"-a", "must begin and end with a letter or digit"},
+		{"a.", "must begin and end with a letter or digit"},
 	} {
 		err := ValidateName("job", tc.name)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"strconv"
 	"time"
+
+	"github.com/ringside/ringside/trainer/api"
 )
 
 // Config is what one trainer process runs with.
@@ -55,7 +57,7 @@ const maxVector = 1 << 24
 // DefaultConfig returns the defaults documented on Config.
 func DefaultConfig() Config {
 	return Config{
-		Socket:         "/var/run/ringside/ringside.sock",
+		Socket:         api.DefaultSocket,
 		Port:           29700,
 		Vector:         4096,
 		StepTime:       50 * time.Millisecond,

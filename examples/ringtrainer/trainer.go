@@ -120,18 +120,19 @@ func (t *trainer) run(ctx context.Context) error {
 // awaitSidecar waits until the sidecar's API answers, at most
 // cfg.ConnectTimeout: in a pod the sidecar may start after the trainer.
 func (t *trainer) awaitSidecar(ctx context.Context) error {
-	deadline := time.Now().Add(t.cfg.ConnectTimeout)
-	for {
+	err := t.api.Wait(ctx, client.Waiting{Limit: t.cfg.ConnectTimeout, Log: t.log}, func(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := t.api.Ready(rctx)
-		cancel()
-		if err == nil || !unreachable(err) {
-			return nil // a sidecar without a generation yet answers too
+		defer cancel()
+		if err := t.api.Ready(rctx); err != nil && unreachable(err) {
+			return err
 		}
-		if time.Now().After(deadline) || !sleep(ctx, retryEvery) {
-			return &exitError{exitNoSidecar, fmt.Errorf("the sidecar did not answer at %s within %s (%v): start `ringside sidecar --socket %s` next to this trainer, or point --socket (RINGSIDE_SOCKET) at its socket", t.cfg.Socket, t.cfg.ConnectTimeout, err, t.cfg.Socket)}
-		}
+		return nil // a sidecar without a generation yet answers too
+	})
+	var absent *client.WaitError
+	if errors.As(err, &absent) {
+		return &exitError{exitNoSidecar, fmt.Errorf("%w: start `ringside sidecar --socket %s` next to this trainer, point --socket (RINGSIDE_SOCKET) at its socket, or wait longer with --connect-timeout", err, t.cfg.Socket)}
 	}
+	return err
 }
 
 // unreachable tells a sidecar that is not there from one that answered

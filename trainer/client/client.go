@@ -27,6 +27,7 @@ var ErrNoGeneration = errors.New("client: no new generation before the timeout")
 
 // Client talks to one sidecar.
 type Client struct {
+	addr  string
 	http  *http.Client
 	base  string
 	token string
@@ -49,6 +50,7 @@ func WithToken(token string) Option {
 // New returns a client for addr: a unix socket path, or an http:// URL.
 func New(addr string, opts ...Option) *Client {
 	c := &Client{
+		addr:      addr,
 		base:      "http://sidecar",
 		tokenFile: api.TokenPath(addr),
 		http: &http.Client{Transport: &http.Transport{
@@ -85,6 +87,9 @@ func (c *Client) newRequest(ctx context.Context, method, path string, body io.Re
 	}
 	return req, nil
 }
+
+// Addr is the socket path or URL the client calls.
+func (c *Client) Addr() string { return c.addr }
 
 // Close closes the client's idle connections, and with them the
 // goroutines that keep them; calls after it open new ones.

@@ -2,7 +2,6 @@ package launch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -31,7 +30,11 @@ type Config struct {
 	MaxRestarts int
 	// RunID is TORCHELASTIC_RUN_ID.
 	RunID string
-	// StartTimeout bounds the wait for a reachable sidecar at start.
+	// SidecarWait bounds the wait for a reachable sidecar at start (0:
+	// until ctx ends).
+	SidecarWait time.Duration
+	// StartTimeout bounds the wait for a warm process's imports (Preload)
+	// before a start goes on without it.
 	StartTimeout time.Duration
 	// CrashGrace is how long a failed command waits for a new generation
 	// (a peer that died) before its failure counts and is reported.
@@ -61,7 +64,8 @@ type Config struct {
 // DefaultConfig returns the defaults of `ringside exec`.
 func DefaultConfig() Config {
 	return Config{
-		Socket:       "/var/run/ringside/ringside.sock",
+		Socket:       api.DefaultSocket,
+		SidecarWait:  client.DefaultWait,
 		StopTimeout:  10 * time.Second,
 		MaxRestarts:  3,
 		RunID:        "ringside",
@@ -82,7 +86,7 @@ func DefaultConfig() Config {
 // own when it exits by itself, 0 after a drain.
 func Run(ctx context.Context, cfg Config) (int, error) {
 	if len(cfg.Command) == 0 {
-		return 2, errors.New("no command given: ringside exec [flags] -- CMD ARGS...")
+		return 2, ErrNoCommand
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -113,7 +117,7 @@ func (r *runner) run(ctx context.Context) (int, error) {
 	defer cancel()
 	defer r.stopSpares()
 	if _, _, ok := pythonCommand(r.cfg.Command); len(r.cfg.Preload) > 0 && !ok {
-		r.log.Warn("--preload needs a `python [options] SCRIPT|-m MODULE` command; starting cold", "command", r.cfg.Command[0])
+		r.log.Warn("preloading needs a `python [options] SCRIPT|-m MODULE` command; starting cold", "command", r.cfg.Command[0], "preload", r.cfg.Preload)
 	}
 	r.warmUp(ctx)
 	if err := r.connect(ctx); err != nil {
@@ -148,23 +152,12 @@ func (r *runner) run(ctx context.Context) (int, error) {
 
 // connect opens the event stream, waiting for the sidecar to come up.
 func (r *runner) connect(ctx context.Context) error {
-	deadline := time.Now().Add(r.cfg.StartTimeout)
-	for {
+	w := client.Waiting{Limit: r.cfg.SidecarWait, Log: r.log}
+	return r.api.Wait(ctx, w, func(ctx context.Context) error {
 		evs, err := r.api.Events(ctx)
-		if err == nil {
-			r.events = evs
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("sidecar at %s unreachable after %s (is `ringside sidecar` running with --socket %s?): %w",
-				r.cfg.Socket, r.cfg.StartTimeout, r.cfg.Socket, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond): // the sidecar is starting
-		}
-	}
+		r.events = evs
+		return err
+	})
 }
 
 // awaitActive reads events until a generation newer than the current one

@@ -3,6 +3,7 @@ package launch_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/ringside/ringside/internal/etcdtest"
 	"github.com/ringside/ringside/sidecar"
 	"github.com/ringside/ringside/sidecar/sidecartest"
+	"github.com/ringside/ringside/trainer/client"
 	"github.com/ringside/ringside/trainer/launch"
 )
 
@@ -164,11 +166,12 @@ func TestExecFailsClearlyWithoutASidecar(t *testing.T) {
 	cfg := launch.DefaultConfig()
 	cfg.Socket = t.TempDir() + "/none.sock"
 	cfg.Command = []string{"true"}
-	cfg.StartTimeout = 200 * time.Millisecond
+	cfg.SidecarWait = 200 * time.Millisecond
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	code, err := launch.Run(context.Background(), cfg)
-	if err == nil || code == 0 || !strings.Contains(err.Error(), "unreachable") {
-		t.Fatalf("Run = %d, %v; want a non-zero code and an 'unreachable' error", code, err)
+	var absent *client.WaitError
+	if code == 0 || !errors.As(err, &absent) || !strings.Contains(err.Error(), cfg.Socket) {
+		t.Fatalf("Run = %d, %v; want a non-zero code and a *client.WaitError naming the socket", code, err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -64,10 +65,10 @@ func liveEnv(base []string, slot, slots int, o EnvOptions) []string {
 // process has exited, and returns the code to exit with.
 func RunLive(ctx context.Context, cfg Config) (int, error) {
 	if len(cfg.Command) == 0 {
-		return 2, errors.New("no command given: ringside exec --live [flags] -- CMD ARGS...")
+		return 2, ErrNoCommand
 	}
 	if len(cfg.Preload) > 0 {
-		return 2, errors.New("--preload is for restart mode: live-mode processes are started once")
+		return 2, ErrPreloadLive
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -95,34 +96,45 @@ func RunLive(ctx context.Context, cfg Config) (int, error) {
 func observeSlots(ctx context.Context, cfg Config) (int, error) {
 	c := client.New(cfg.Socket)
 	defer c.Close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	deadline := time.Now().Add(cfg.StartTimeout)
-	var evs <-chan api.Event
-	for {
-		var err error
-		if evs, err = c.Observe(ctx); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("sidecar at %s unreachable after %s, and --slots not given: %w", cfg.Socket, cfg.StartTimeout, err)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case sig := <-cfg.Signals:
-			if s, ok := sig.(syscall.Signal); ok && isTerminal(sig) {
-				return 0, stoppedBy{s}
+	// A terminal signal ends the wait as it ends the watch below.
+	wctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case sig := <-cfg.Signals:
+				if s, ok := sig.(syscall.Signal); ok && isTerminal(sig) {
+					stop(stoppedBy{s})
+					return
+				}
+			case <-done:
+				return
 			}
-		case <-time.After(200 * time.Millisecond): // the sidecar is starting
 		}
+	})
+	var evs <-chan api.Event
+	err := c.Wait(wctx, client.Waiting{Limit: cfg.SidecarWait, Log: cfg.Logger}, func(ctx context.Context) error {
+		var err error
+		evs, err = c.Observe(ctx)
+		return err
+	})
+	close(done)
+	wg.Wait()
+	var stopped stoppedBy
+	if errors.As(context.Cause(wctx), &stopped) {
+		return 0, stopped
 	}
-	cfg.Logger.Info("waiting for a generation this member is active in to learn its slots (--slots not given)")
+	if err != nil {
+		return 0, err
+	}
+	cfg.Logger.Info("waiting for a generation this member is active in to learn its slots (Slots not set)")
 	for {
 		select {
 		case e, open := <-evs:
 			if !open {
-				return 0, fmt.Errorf("sidecar at %s ended its event stream before this member was active; give --slots", cfg.Socket)
+				return 0, fmt.Errorf("sidecar at %s ended its event stream before this member was active: %w", cfg.Socket, ErrSlotsUnknown)
 			}
 			if e.Type == api.EventGeneration && e.Generation.State == record.StateActive {
 				return e.Generation.LocalWorldSize, nil
@@ -136,6 +148,18 @@ func observeSlots(ctx context.Context, cfg Config) (int, error) {
 		}
 	}
 }
+
+// The errors of a config the launcher cannot run, for the command line to
+// name its flags.
+var (
+	// ErrNoCommand: Command is empty.
+	ErrNoCommand = errors.New("launch: no command given")
+	// ErrPreloadLive: Preload set in live mode, whose processes start once.
+	ErrPreloadLive = errors.New("launch: Preload is for restart mode: live-mode processes are started once")
+	// ErrSlotsUnknown: live mode without Slots could not learn the
+	// member's slots from the sidecar.
+	ErrSlotsUnknown = errors.New("launch: the member's slots are unknown")
+)
 
 // stoppedBy is a SIGTERM or SIGINT that came before any process started:
 // the launcher exits with 128+sig, as a shell reports it.
