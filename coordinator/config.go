@@ -142,17 +142,18 @@ func (c Config) Validate() error {
 	if c.TTL < time.Second || c.TTL%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("ttl must be a whole number of seconds, at least 1s, got %s", c.TTL))
 	}
-	if c.Settle < 0 {
-		errs = append(errs, fmt.Errorf("settle window must not be negative, got %s", c.Settle))
-	}
-	if c.RefuteWindow < 0 {
-		errs = append(errs, fmt.Errorf("refute window must not be negative, got %s", c.RefuteWindow))
-	}
-	if c.CorrelatedRefuteWindow < 0 {
-		errs = append(errs, fmt.Errorf("correlated refute window must not be negative, got %s", c.CorrelatedRefuteWindow))
-	}
-	if c.ExpiryGrace < 0 {
-		errs = append(errs, fmt.Errorf("expiry grace must not be negative, got %s", c.ExpiryGrace))
+	for _, d := range []struct {
+		what string
+		v    time.Duration
+	}{
+		{"settle window", c.Settle},
+		{"refute window", c.RefuteWindow},
+		{"correlated refute window", c.CorrelatedRefuteWindow},
+		{"expiry grace", c.ExpiryGrace},
+	} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", d.what, d.v))
+		}
 	}
 	if c.MaxSettle < c.Settle {
 		errs = append(errs, fmt.Errorf("max settle %s is shorter than the settle window %s", c.MaxSettle, c.Settle))
