@@ -147,17 +147,18 @@ func (c Config) Validate() error {
 	if c.TTL < time.Second || c.TTL%time.Second != 0 {
 		bad("TTL", "member lease TTL", "must be a whole number of seconds, at least 1s, got %s", c.TTL)
 	}
-	if c.Settle < 0 {
-		bad("Settle", "settle window", "must not be negative, got %s", c.Settle)
-	}
-	if c.RefuteWindow < 0 {
-		errs = append(errs, fmt.Errorf("refute window must not be negative, got %s", c.RefuteWindow))
-	}
-	if c.CorrelatedRefuteWindow < 0 {
-		errs = append(errs, fmt.Errorf("correlated refute window must not be negative, got %s", c.CorrelatedRefuteWindow))
-	}
-	if c.ExpiryGrace < 0 {
-		errs = append(errs, fmt.Errorf("expiry grace must not be negative, got %s", c.ExpiryGrace))
+	for _, d := range []struct {
+		field, what string
+		v           time.Duration
+	}{
+		{"Settle", "settle window", c.Settle},
+		{"RefuteWindow", "refute window", c.RefuteWindow},
+		{"CorrelatedRefuteWindow", "correlated refute window", c.CorrelatedRefuteWindow},
+		{"ExpiryGrace", "expiry grace", c.ExpiryGrace},
+	} {
+		if d.v < 0 {
+			bad(d.field, d.what, "must not be negative, got %s", d.v)
+		}
 	}
 	if c.MaxSettle < c.Settle {
 		errs = append(errs, fmt.Errorf("max settle %s is shorter than the settle window %s", c.MaxSettle, c.Settle))

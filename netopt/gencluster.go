@@ -28,17 +28,18 @@ var levelNames = []string{"host", "rack", "block", "zone", "region"}
 // arrive in.
 func GenerateCluster(spec ClusterSpec, rng *rand.Rand) ([]ClusterMember, error) {
 	var errs []error
-	if spec.Members < 1 {
-		errs = append(errs, fmt.Errorf("members must be at least 1, got %d", spec.Members))
-	}
-	if spec.Levels < 1 {
-		errs = append(errs, fmt.Errorf("levels must be at least 1, got %d", spec.Levels))
-	}
-	if spec.Fanout < 2 {
-		errs = append(errs, fmt.Errorf("fanout must be at least 2, got %d", spec.Fanout))
-	}
-	if spec.Slots < 1 {
-		errs = append(errs, fmt.Errorf("slots must be at least 1, got %d", spec.Slots))
+	for _, f := range []struct {
+		what     string
+		got, min int
+	}{
+		{"members", spec.Members, 1},
+		{"levels", spec.Levels, 1},
+		{"fanout", spec.Fanout, 2},
+		{"slots", spec.Slots, 1},
+	} {
+		if f.got < f.min {
+			errs = append(errs, fmt.Errorf("%s must be at least %d, got %d", f.what, f.min, f.got))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

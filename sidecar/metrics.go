@@ -35,87 +35,47 @@ type metrics struct {
 var latencyBuckets = prometheus.ExponentialBuckets(0.01, 2, 12)
 
 func newMetrics(gossipMembers, gossipSuspects func() float64) *metrics {
+	r := registrar{prometheus.NewRegistry()}
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
-		generation: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "ringside_coordinator_generation",
-			Help: "Number of the newest committed generation this member holds.",
-		}),
-		worldSize: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "ringside_coordinator_world_size",
-			Help: "World size (ranks) of the newest committed generation.",
-		}),
-		members: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "ringside_coordinator_members",
-			Help: "Members of the newest generation by state (active, standby).",
-		}, []string{"state"}),
-		leader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "ringside_coordinator_leader",
-			Help: "1 while this member leads the job, else 0.",
-		}),
-		failureToCommit: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "ringside_coordinator_failure_to_generation_seconds",
-			Help:    "Time from detecting a dead member to holding the generation without it.",
-			Buckets: latencyBuckets,
-		}),
-		rendezvousWait: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "ringside_api_rendezvous_wait_seconds",
-			Help:    "How long rendezvous requests waited for their generation.",
-			Buckets: latencyBuckets,
-		}),
-		trainerAttached: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "ringside_api_trainer_attached",
-			Help: "1 while this pod's trainer is attached to the API (an event stream open, heartbeats on time), else 0.",
-		}),
-		trainerSamples: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "ringside_trainer_samples_per_second",
-			Help: "Samples per second this pod's trainer processed over its last status interval, from its heartbeats (the rate stored in etcd); 0 while it is not attached.",
-		}),
-		gossipMembers: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "ringside_gossip_members",
-			Help: "Members alive in this sidecar's gossip view, itself included.",
-		}, gossipMembers),
-		gossipSuspects: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "ringside_gossip_suspects",
-			Help: "Members this sidecar's gossip currently suspects.",
-		}, gossipSuspects),
-		etcdErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ringside_etcd_errors_total",
-			Help: "Failed etcd operations, by operation.",
-		}, []string{"op"}),
-		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ringside_api_requests_total",
-			Help: "Trainer API requests, by handler and status code.",
-		}, []string{"handler", "code"}),
-		deadPeers: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ringside_dead_members_total",
-			Help: "Deaths of generation members confirmed in etcd (evicted on two votes, or gone).",
-		}),
-		votes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ringside_suspect_votes_total",
-			Help: "Votes this sidecar cast against unresponsive members, by outcome (voted, evicted, gone).",
-		}, []string{"outcome"}),
-		socketsReset: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ringside_sockets_reset_total",
-			Help: "TCP connections to dead members destroyed.",
-		}),
-		keyReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ringside_gossip_key_reloads_total",
-			Help: "Changes of the gossip key file, by result (applied, failed: the keys in use stay).",
-		}, []string{"result"}),
-		apiRefused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ringside_api_refused_total",
-			Help: "Trainer API requests refused because the caller is not this pod's trainer (wrong uid, no or a wrong token).",
-		}),
-		invalidRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ringside_invalid_records_total",
-			Help: "Malformed or out-of-bounds values read from etcd or a peer, ignored, by kind (member, generation, vote, status, eviction, gossip, other).",
-		}, []string{"kind"}),
+		reg: r.reg,
+		generation: r.gauge("ringside_coordinator_generation",
+			"Number of the newest committed generation this member holds."),
+		worldSize: r.gauge("ringside_coordinator_world_size",
+			"World size (ranks) of the newest committed generation."),
+		members: r.gaugeVec("ringside_coordinator_members",
+			"Members of the newest generation by state (active, standby).", "state"),
+		leader: r.gauge("ringside_coordinator_leader",
+			"1 while this member leads the job, else 0."),
+		failureToCommit: r.histogram("ringside_coordinator_failure_to_generation_seconds",
+			"Time from detecting a dead member to holding the generation without it.", latencyBuckets),
+		rendezvousWait: r.histogram("ringside_api_rendezvous_wait_seconds",
+			"How long rendezvous requests waited for their generation.", latencyBuckets),
+		trainerAttached: r.gauge("ringside_api_trainer_attached",
+			"1 while this pod's trainer is attached to the API (an event stream open, heartbeats on time), else 0."),
+		trainerSamples: r.gauge("ringside_trainer_samples_per_second",
+			"Samples per second this pod's trainer processed over its last status interval, from its heartbeats (the rate stored in etcd); 0 while it is not attached."),
+		gossipMembers: r.gaugeFunc("ringside_gossip_members",
+			"Members alive in this sidecar's gossip view, itself included.", gossipMembers),
+		gossipSuspects: r.gaugeFunc("ringside_gossip_suspects",
+			"Members this sidecar's gossip currently suspects.", gossipSuspects),
+		etcdErrors: r.counterVec("ringside_etcd_errors_total",
+			"Failed etcd operations, by operation.", "op"),
+		apiRequests: r.counterVec("ringside_api_requests_total",
+			"Trainer API requests, by handler and status code.", "handler", "code"),
+		deadPeers: r.counter("ringside_dead_members_total",
+			"Deaths of generation members confirmed in etcd (evicted on two votes, or gone)."),
+		votes: r.counterVec("ringside_suspect_votes_total",
+			"Votes this sidecar cast against unresponsive members, by outcome (voted, evicted, gone).", "outcome"),
+		socketsReset: r.counter("ringside_sockets_reset_total",
+			"TCP connections to dead members destroyed."),
+		keyReloads: r.counterVec("ringside_gossip_key_reloads_total",
+			"Changes of the gossip key file, by result (applied, failed: the keys in use stay).", "result"),
+		apiRefused: r.counter("ringside_api_refused_total",
+			"Trainer API requests refused because the caller is not this pod's trainer (wrong uid, no or a wrong token)."),
+		invalidRecords: r.counterVec("ringside_invalid_records_total",
+			"Malformed or out-of-bounds values read from etcd or a peer, ignored, by kind (member, generation, vote, status, eviction, gossip, other).", "kind"),
 	}
-	m.reg.MustRegister(m.generation, m.worldSize, m.members, m.leader, m.failureToCommit,
-		m.rendezvousWait, m.trainerAttached, m.trainerSamples, m.gossipMembers, m.gossipSuspects, m.etcdErrors, m.apiRequests,
-		m.deadPeers, m.votes, m.socketsReset, m.keyReloads, m.apiRefused, m.invalidRecords,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The outcomes known in advance are exported at 0 from the start: an
 	// increase() over a series that appears only at its first event misses
 	// that event.
@@ -126,6 +86,39 @@ func newMetrics(gossipMembers, gossipSuspects func() float64) *metrics {
 		m.keyReloads.WithLabelValues(r)
 	}
 	return m
+}
+
+// registrar makes a metric and registers it in one step, so that no metric
+// is defined and then left out of the registry.
+type registrar struct{ reg *prometheus.Registry }
+
+func register[C prometheus.Collector](r registrar, c C) C {
+	r.reg.MustRegister(c)
+	return c
+}
+
+func (r registrar) gauge(name, help string) prometheus.Gauge {
+	return register(r, prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help}))
+}
+
+func (r registrar) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels))
+}
+
+func (r registrar) gaugeFunc(name, help string, f func() float64) prometheus.GaugeFunc {
+	return register(r, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+}
+
+func (r registrar) counter(name, help string) prometheus.Counter {
+	return register(r, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
+}
+
+func (r registrar) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
+}
+
+func (r registrar) histogram(name, help string, buckets []float64) prometheus.Histogram {
+	return register(r, prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}))
 }
 
 // Gatherer exposes the sidecar's metrics, for embedding and tests.

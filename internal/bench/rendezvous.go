@@ -12,6 +12,7 @@ import (
 
 	"github.com/ringside/ringside/coordinator"
 	"github.com/ringside/ringside/coordinator/record"
+	"github.com/ringside/ringside/internal/progress"
 	"github.com/ringside/ringside/netopt"
 )
 
@@ -183,21 +184,7 @@ func storeMax(v *atomic.Int64, x int64) {
 
 // reportProgress prints "what n/total" every second until stopped.
 func reportProgress(w io.Writer, what string, total int, n *atomic.Int64) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				fmt.Fprintf(w, "%s %d/%d\n", what, n.Load(), total)
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
+	return progress.Every(time.Second, func() {
+		fmt.Fprintf(w, "%s %d/%d\n", what, n.Load(), total)
+	})
 }

@@ -64,6 +64,13 @@ type Example struct {
 	Scaler      *v1alpha1.ElasticScaler
 }
 
+// fresh sets *field to a new, empty T and returns it, for the decoder to
+// fill: a later document of the same kind replaces an earlier one.
+func fresh[T any](field **T) *T {
+	*field = new(T)
+	return *field
+}
+
 // LoadPyTorchExample reads examples/k8s/namespace.yaml and
 // pytorch-live.yaml from the checkout at root, and points the trainer at
 // this checkout's script: the image would have it at /app/train.py.
@@ -82,17 +89,13 @@ func LoadPyTorchExample(root string) (*Example, error) {
 			var obj any
 			switch meta.Kind {
 			case "Namespace":
-				ex.Namespace = &corev1.Namespace{}
-				obj = ex.Namespace
+				obj = fresh(&ex.Namespace)
 			case "Service":
-				ex.Service = &corev1.Service{}
-				obj = ex.Service
+				obj = fresh(&ex.Service)
 			case "StatefulSet":
-				ex.StatefulSet = &appsv1.StatefulSet{}
-				obj = ex.StatefulSet
+				obj = fresh(&ex.StatefulSet)
 			case "ElasticScaler":
-				ex.Scaler = &v1alpha1.ElasticScaler{}
-				obj = ex.Scaler
+				obj = fresh(&ex.Scaler)
 			default:
 				return nil, fmt.Errorf("%s: unexpected kind %q", f, meta.Kind)
 			}

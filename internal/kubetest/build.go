@@ -13,6 +13,8 @@ import (
 	"runtime"
 	"syscall"
 	"time"
+
+	"github.com/ringside/ringside/internal/progress"
 )
 
 // Version is the Kubernetes release the tools module pins.
@@ -90,10 +92,9 @@ func build(ctx context.Context, goBin, tools, dir string, progress io.Writer) er
 	cmd.Dir = tools
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=-mod=readonly")
 	cmd.Stdout, cmd.Stderr = progress, progress
-	done := make(chan struct{})
-	go tick(done, progress, start)
+	stopTick := tick(progress, start)
 	err := cmd.Run()
-	close(done)
+	stopTick()
 	if err != nil {
 		return fmt.Errorf("kubetest build of the control plane: %w", err)
 	}
@@ -104,19 +105,12 @@ func build(ctx context.Context, goBin, tools, dir string, progress io.Writer) er
 	return nil
 }
 
-// tick says the build is still going, once a minute, so a quiet test run
-// is not taken for a hung one.
-func tick(done <-chan struct{}, w io.Writer, start time.Time) {
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-t.C:
-			fmt.Fprintf(w, "kubetest: still building the control plane (%s)\n", time.Since(start).Round(time.Second))
-		}
-	}
+// tick says the build is still going, once a minute until stopped, so a
+// quiet test run is not taken for a hung one.
+func tick(w io.Writer, start time.Time) (stop func()) {
+	return progress.Every(time.Minute, func() {
+		fmt.Fprintf(w, "kubetest: still building the control plane (%s)\n", time.Since(start).Round(time.Second))
+	})
 }
 
 func complete(dir string) bool {

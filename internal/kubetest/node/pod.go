@@ -145,9 +145,12 @@ func (w *podWorker) changed() {
 	}
 }
 
-func (w *podWorker) ended() bool {
+func (w *podWorker) ended() bool { return closed(w.end) }
+
+// closed reports, without blocking, whether ch is closed.
+func closed(ch <-chan struct{}) bool {
 	select {
-	case <-w.end:
+	case <-ch:
 		return true
 	default:
 		return false

@@ -79,14 +79,7 @@ func (c *container) halt(sig syscall.Signal) {
 	}
 }
 
-func (c *container) stopped() bool {
-	select {
-	case <-c.stopCh:
-		return true
-	default:
-		return false
-	}
-}
+func (c *container) stopped() bool { return closed(c.stopCh) }
 
 // restartAfter reports whether c runs again after a run that exited with
 // code, as the kubelet decides: a sidecar always, an ordinary init
