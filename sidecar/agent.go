@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringside/ringside/telemetry"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ringside/ringside/coordinator"
@@ -44,7 +46,10 @@ type Agent struct {
 	drainCh    chan string
 	reloadKeys chan struct{} // capacity 1: read the gossip key file now
 	started    chan struct{}
-	stopping   chan struct{}
+	// stopCtx ends when the agent shuts down (stop): the servers and
+	// the trainer's long polls end with it.
+	stopCtx context.Context
+	stop    context.CancelFunc
 
 	mu        sync.Mutex
 	gen       *record.Generation
@@ -81,12 +86,12 @@ func New(cfg Config, logger *slog.Logger) (*Agent, error) {
 		drainCh:    make(chan string, 1),
 		reloadKeys: make(chan struct{}, 1),
 		started:    make(chan struct{}),
-		stopping:   make(chan struct{}),
 		changed:    make(chan struct{}),
 		gossipped:  make(map[string]bool),
 		presence:   newPresence(cfg.TrainerTimeout, cfg.Slots),
 		beatCh:     make(chan struct{}, 1),
 	}
+	a.stopCtx, a.stop = context.WithCancel(context.Background())
 	a.metrics = newMetrics(a.gossipMembers, a.gossipSuspects)
 	a.detect = newDetector(cfg.MemberID, cfg.Advertise, a, a.metrics, realClock{}, a.log)
 	return a, nil
@@ -289,24 +294,16 @@ func (a *Agent) serveAPI() error {
 
 // serve runs srv on listeners until the agent stops.
 func (a *Agent) serve(srv *http.Server, name string, listeners ...net.Listener) {
-	for _, l := range listeners {
-		a.wg.Go(func() {
-			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				a.log.Error(name+" server stopped", "err", err)
-			}
-		})
-	}
 	a.wg.Go(func() {
-		<-a.stopping
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx) //nolint:errcheck // best effort on the way out
+		if err := telemetry.Serve(a.stopCtx, srv, listeners...); err != nil {
+			a.log.Error(name+" server stopped", "err", err)
+		}
 	})
 }
 
 // shutdown releases everything start acquired, in reverse order.
 func (a *Agent) shutdown() {
-	close(a.stopping)
+	a.stop()
 	a.events.closeAll()
 	if a.member != nil {
 		a.member.Close() // after a drain it has left already; this is a no-op

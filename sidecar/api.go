@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/ringside/ringside/telemetry"
 
 	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/trainer/api"
@@ -87,7 +87,7 @@ func (a *Agent) routeProbes(route func(path, method string, h http.HandlerFunc),
 }
 
 func (a *Agent) metricsHandler() http.Handler {
-	return promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{})
+	return telemetry.MetricsHandler(a.metrics.reg)
 }
 
 // serveRendezvous answers GET /v1/rendezvous?after=N&timeout=D with the
@@ -139,7 +139,7 @@ func (a *Agent) serveRendezvous(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-r.Context().Done():
 			return
-		case <-a.stopping:
+		case <-a.stopCtx.Done():
 			writeError(w, http.StatusServiceUnavailable, "sidecar is shutting down")
 			return
 		}
@@ -208,7 +208,7 @@ func (a *Agent) streamEvents(w http.ResponseWriter, flusher http.Flusher, r *htt
 			flusher.Flush()
 		case <-r.Context().Done():
 			return true
-		case <-a.stopping:
+		case <-a.stopCtx.Done():
 			return false
 		}
 	}

@@ -2,7 +2,8 @@ package sidecar
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/ringside/ringside/telemetry"
 
 	"github.com/ringside/ringside/coordinator"
 )
@@ -35,7 +36,7 @@ type metrics struct {
 var latencyBuckets = prometheus.ExponentialBuckets(0.01, 2, 12)
 
 func newMetrics(gossipMembers, gossipSuspects func() float64) *metrics {
-	r := registrar{prometheus.NewRegistry()}
+	r := registrar{telemetry.NewRegistry()}
 	m := &metrics{
 		reg: r.reg,
 		generation: r.gauge("ringside_coordinator_generation",
@@ -75,7 +76,6 @@ func newMetrics(gossipMembers, gossipSuspects func() float64) *metrics {
 		invalidRecords: r.counterVec("ringside_invalid_records_total",
 			"Malformed or out-of-bounds values read from etcd or a peer, ignored, by kind (member, generation, vote, status, eviction, gossip, other).", "kind"),
 	}
-	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The outcomes known in advance are exported at 0 from the start: an
 	// increase() over a series that appears only at its first event misses
 	// that event.

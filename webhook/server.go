@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ringside/ringside/telemetry"
+
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // certCheckInterval is how often the serving certificate's files are
@@ -38,8 +38,7 @@ func Serve(ctx context.Context, cfg ServerConfig, h *Handler, log *slog.Logger) 
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := telemetry.NewRegistry()
 	admissions := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ringside_webhook_admissions_total",
 		Help: "Admission reviews answered, by result: injected, skipped, denied or invalid.",
@@ -65,7 +64,7 @@ func Serve(ctx context.Context, cfg ServerConfig, h *Handler, log *slog.Logger) 
 	for _, m := range []*http.ServeMux{mux, probes} {
 		m.HandleFunc("/healthz", ok)
 		m.HandleFunc("/readyz", ok)
-		m.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		m.Handle("/metrics", telemetry.MetricsHandler(reg))
 	}
 	servers := []*http.Server{{
 		Addr: cfg.Addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second,
@@ -75,36 +74,35 @@ func Serve(ctx context.Context, cfg ServerConfig, h *Handler, log *slog.Logger) 
 	if cfg.MetricsAddr != "" {
 		servers = append(servers, &http.Server{Addr: cfg.MetricsAddr, Handler: probes, ReadHeaderTimeout: 10 * time.Second})
 	}
-	errc := make(chan error, len(servers))
-	for i, srv := range servers {
+	listeners := make([]net.Listener, 0, len(servers))
+	for _, srv := range servers {
 		l, err := net.Listen("tcp", srv.Addr)
 		if err != nil {
-			for _, s := range servers[:i] {
-				s.Close()
+			for _, l := range listeners {
+				l.Close()
 			}
 			return fmt.Errorf("listen on %s: %w", srv.Addr, err)
 		}
 		log.Info("serving", "addr", l.Addr().String(), "tls", srv.TLSConfig != nil)
+		listeners = append(listeners, l)
+	}
+	// One server failing ends the others: a webhook without its probes
+	// (or the reverse) is better restarted whole.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(servers))
+	for i, srv := range servers {
 		go func() {
-			if srv.TLSConfig != nil {
-				errc <- srv.ServeTLS(l, "", "")
-			} else {
-				errc <- srv.Serve(l)
-			}
+			err := telemetry.Serve(ctx, srv, listeners[i])
+			cancel()
+			errc <- err
 		}()
 	}
 	var first error
-	select {
-	case <-ctx.Done():
-	case first = <-errc:
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for _, s := range servers {
-		s.Shutdown(sctx) //nolint:errcheck // on the way out
-	}
-	if errors.Is(first, http.ErrServerClosed) {
-		first = nil
+	for range servers {
+		if err := <-errc; first == nil {
+			first = err
+		}
 	}
 	return first
 }
