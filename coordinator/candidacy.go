@@ -45,7 +45,8 @@ type candidacy struct {
 	departed clientv3.WatchChan // deleted member keys, from rev
 	cancel   context.CancelFunc
 
-	cands    *candidates           // of the latest generation
+	gen      *record.Generation    // the latest generation
+	cands    *candidates           // of gen
 	campaign map[string]campaigner // by election key
 	// registered says, for members named there, whether their member key
 	// was there when last read; reset with every generation, so a member
@@ -165,7 +166,7 @@ func (c *candidacy) next(ctx context.Context) error {
 }
 
 func (c *candidacy) setGeneration(g *record.Generation) {
-	c.cands = c.m.job.candidatesOf(g)
+	c.gen, c.cands = g, c.m.job.candidatesOf(g)
 	clear(c.registered)
 }
 
@@ -237,20 +238,105 @@ func (c *candidacy) ahead(pos int, named bool) (n int, unread []string) {
 	return n, unread
 }
 
-// readRegistered reads whether the members ids are registered, in one Txn.
+// readRegistered reads whether the members ids are registered. The
+// process's members share the reads of a generation (Job.registered):
+// after each generation every waiting member asks about the same first
+// few. A departure after the shared read still reaches each candidacy
+// through its own watch, which overrides the read.
 func (c *candidacy) readRegistered(ctx context.Context, ids []string) error {
-	ops := make([]clientv3.Op, len(ids))
-	for i, id := range ids {
-		ops[i] = clientv3.OpGet(c.members+id, clientv3.WithCountOnly())
-	}
-	resp, err := c.m.job.client.Txn(ctx).Then(ops...).Commit()
+	regs, err := c.m.job.registered(ctx, c.gen, ids)
 	if err != nil {
-		return fmt.Errorf("read candidates' registrations: %w", err)
+		return err
 	}
-	for i, r := range resp.Responses {
-		c.registered[ids[i]] = r.GetResponseRange().Count > 0
+	for i, reg := range regs {
+		if _, seen := c.registered[ids[i]]; !seen {
+			c.registered[ids[i]] = reg
+		}
 	}
 	return nil
+}
+
+// regRead is one Txn reading whether members are registered: of and err
+// are set before done closes.
+type regRead struct {
+	done chan struct{}
+	of   map[string]bool
+	err  error
+}
+
+// registered reports whether each of ids is registered. While g is the
+// latest generation, the process's members share the reads: one reads the
+// ids nobody asked about yet, in one Txn, and the others wait for it.
+func (j *Job) registered(ctx context.Context, g *record.Generation, ids []string) ([]bool, error) {
+	j.candsMu.Lock()
+	shared := j.regs != nil && j.candsGen == g
+	var mine *regRead
+	var toRead []string
+	reads := make([]*regRead, len(ids))
+	for i, id := range ids {
+		if r := j.regs[id]; shared && r != nil {
+			reads[i] = r
+			continue
+		}
+		if mine == nil {
+			mine = &regRead{done: make(chan struct{}), of: make(map[string]bool)}
+		}
+		reads[i] = mine
+		toRead = append(toRead, id)
+		if shared {
+			j.regs[id] = mine
+		}
+	}
+	j.candsMu.Unlock()
+	if mine != nil {
+		regs, err := j.readRegistrations(ctx, toRead)
+		for k, id := range toRead {
+			if err == nil {
+				mine.of[id] = regs[k]
+			}
+		}
+		if mine.err = err; err != nil && shared {
+			j.candsMu.Lock()
+			for _, id := range toRead {
+				if j.regs[id] == mine {
+					delete(j.regs, id) // the next asker reads again
+				}
+			}
+			j.candsMu.Unlock()
+		}
+		close(mine.done)
+	}
+	out := make([]bool, len(ids))
+	for i, r := range reads {
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		out[i] = r.of[ids[i]]
+	}
+	return out, nil
+}
+
+// readRegistrations reads whether the members ids are registered, in one
+// Txn.
+func (j *Job) readRegistrations(ctx context.Context, ids []string) ([]bool, error) {
+	ops := make([]clientv3.Op, len(ids))
+	for i, id := range ids {
+		ops[i] = clientv3.OpGet(j.cfg.Prefix()+record.MembersDir+id, clientv3.WithCountOnly())
+	}
+	resp, err := j.client.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("read candidates' registrations: %w", err)
+	}
+	out := make([]bool, len(ids))
+	for i, r := range resp.Responses {
+		out[i] = r.GetResponseRange().Count > 0
+	}
+	return out, nil
 }
 
 // candidates is the order of the candidacy rule for the members named in
@@ -271,6 +357,7 @@ func (j *Job) candidatesOf(g *record.Generation) *candidates {
 	defer j.candsMu.Unlock()
 	if j.cands == nil || j.candsGen != g {
 		j.cands, j.candsGen = newCandidates(g, j.cfg.Candidates), g
+		j.regs = make(map[string]*regRead)
 	}
 	return j.cands
 }

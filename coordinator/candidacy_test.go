@@ -300,3 +300,37 @@ func TestSimultaneousJoinsSettleOnTheRingsCandidates(t *testing.T) {
 		t.Fatalf("%s leads, want %s, who committed generation %d", leader.ID(), g.Leader, g.Number)
 	}
 }
+
+// After a generation, every waiting member of a process asks whether the
+// same first few members are registered: one Txn answers them all.
+func TestAProcesssMembersShareTheirCandidacyReads(t *testing.T) {
+	j, _ := testJob(t)
+	a := join(t, j, "a")
+	join(t, j, "b")
+	g := await(t, a, "a and b", hasIDs("a", "b"))
+	j.candidatesOf(g)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			got, err := j.registered(ctx, g, []string{"a", "b", "gone"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if want := []bool{true, true, false}; !slices.Equal(got, want) {
+				t.Errorf("registered = %v, want %v", got, want)
+			}
+		})
+	}
+	wg.Wait()
+	j.candsMu.Lock()
+	defer j.candsMu.Unlock()
+	reads := map[*regRead]bool{}
+	for _, r := range j.regs {
+		reads[r] = true
+	}
+	if len(j.regs) != 3 || len(reads) != 1 {
+		t.Fatalf("%d ids cached from %d reads, want 3 from 1", len(j.regs), len(reads))
+	}
+}

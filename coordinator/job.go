@@ -30,9 +30,10 @@ type Job struct {
 
 	badValues atomic.Int64
 
-	candsMu  sync.Mutex // guards the candidates of candsGen
+	candsMu  sync.Mutex // guards the candidates of candsGen and regs
 	candsGen *record.Generation
 	cands    *candidates
+	regs     map[string]*regRead // named members' registrations, read for candsGen
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
