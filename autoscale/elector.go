@@ -168,38 +168,49 @@ func (e *elector) renew(ctx context.Context, finished <-chan struct{}) (lost boo
 func (e *elector) tryAcquireOrRenew(ctx context.Context) error {
 	now := e.clock.Now()
 	old, err := e.leases.Get(ctx, e.cfg.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.Name}}
-		e.claim(lease, now)
-		created, err := e.leases.Create(ctx, lease, metav1.CreateOptions{})
-		if err != nil {
-			return fmt.Errorf("create the lease: %w", err)
-		}
-		e.observe(created, now)
-		return nil
-	}
-	if err != nil {
+	missing := apierrors.IsNotFound(err)
+	if err != nil && !missing {
 		return fmt.Errorf("read the lease: %w", err)
 	}
-	if e.observed == nil || !sameRecord(e.observed.Spec, old.Spec) {
-		e.observe(old, now)
-	}
-	if h := holder(old.Spec); h != "" && h != e.cfg.Identity {
-		duration := e.cfg.LeaseDuration
-		if s := old.Spec.LeaseDurationSeconds; s != nil {
-			duration = time.Duration(*s) * time.Second
+	next := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.Name}}
+	if !missing {
+		if err := e.check(old, now); err != nil {
+			return err
 		}
-		if e.observedAt.Add(duration).After(now) {
-			return fmt.Errorf("%w: %s", errHeld, h)
-		}
+		next = old.DeepCopy()
 	}
-	next := old.DeepCopy()
 	e.claim(next, now)
-	updated, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
-	if err != nil {
-		return fmt.Errorf("update the lease: %w", err)
+	var written *coordinationv1.Lease
+	if missing {
+		written, err = e.leases.Create(ctx, next, metav1.CreateOptions{})
+	} else {
+		written, err = e.leases.Update(ctx, next, metav1.UpdateOptions{})
 	}
-	e.observe(updated, now)
+	if err != nil {
+		return fmt.Errorf("write the lease: %w", err)
+	}
+	e.observe(written, now)
+	return nil
+}
+
+// check observes the lease l read at now and returns errHeld when another
+// replica holds it and its record has not been unchanged for the
+// holder's lease duration.
+func (e *elector) check(l *coordinationv1.Lease, now time.Time) error {
+	if e.observed == nil || !sameRecord(e.observed.Spec, l.Spec) {
+		e.observe(l, now)
+	}
+	h := holder(l.Spec)
+	if h == "" || h == e.cfg.Identity {
+		return nil
+	}
+	duration := e.cfg.LeaseDuration
+	if s := l.Spec.LeaseDurationSeconds; s != nil {
+		duration = time.Duration(*s) * time.Second
+	}
+	if e.observedAt.Add(duration).After(now) {
+		return fmt.Errorf("%w: %s", errHeld, h)
+	}
 	return nil
 }
 
