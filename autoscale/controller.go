@@ -87,7 +87,7 @@ func New(cfg Config, d Deps) (*Controller, error) {
 		return nil, errors.New("autoscale: the dynamic, pod, scale, mapper and etcd clients are all needed")
 	}
 	if d.Events == nil && d.EventClient == nil {
-		return nil, errors.New("autoscale: an event recorder or an event sink is needed")
+		return nil, errors.New("autoscale: an event recorder or an event client is needed")
 	}
 	c := &Controller{cfg: cfg, deps: d, log: d.Logger, clock: d.Clock, events: d.Events, metrics: newMetrics(d.Metrics)}
 	if c.log == nil {
