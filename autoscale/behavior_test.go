@@ -5,6 +5,7 @@ import (
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	"k8s.io/utils/ptr"
 )
 
 func TestBehaviorRulesDefaults(t *testing.T) {
@@ -14,7 +15,7 @@ func TestBehaviorRulesDefaults(t *testing.T) {
 		t.Errorf("nil behavior: up %+v, down %+v; want the HorizontalPodAutoscaler's defaults", up, down)
 	}
 	// A part set keeps the rest of the defaults.
-	b := &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr[int32](60)}}
+	b := &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](60)}}
 	up, down = behaviorRules(b)
 	if up.window != 0 || len(up.policies) != 2 || down.window != time.Minute || len(down.policies) != 1 || down.sel != autoscalingv2.MaxChangePolicySelect {
 		t.Errorf("scale-down window only: up %+v, down %+v", up, down)

@@ -12,42 +12,39 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
 	"github.com/ringside/ringside/autoscale/v1alpha1"
 )
 
-// Deps are what the controller talks to. Clients build them from a
+// Deps are what the controller talks to. NewDeps builds them from a
 // rest.Config; tests pass fakes.
 type Deps struct {
 	// Dynamic reads and writes ElasticScalers (there is no generated
 	// clientset for them).
 	Dynamic dynamic.Interface
-	// Kube lists pods, writes Events and holds the leader lease.
-	Kube kubernetes.Interface
+	// Pods lists and watches the pods of a namespace ("": all).
+	Pods func(namespace string) PodClient
+	// Leases reads and writes the Leases of a namespace: the leader
+	// lease (Run only).
+	Leases func(namespace string) LeaseClient
 	// Scales reads and updates the targets' scale subresource, resolving
-	// a target's kind with Mapper.
-	Scales scale.ScalesGetter
-	Mapper meta.RESTMapper
+	// a target's kind to its resources with Mapper.
+	Scales ScaleClient
+	Mapper KindMapper
 	// Etcd reads the jobs' status.
 	Etcd *clientv3.Client
 
-	// Events records the controller's Events; nil: Run sends them to
-	// Kube's events API.
-	Events record.EventRecorder
+	// Events records the controller's Events; nil: Run writes them
+	// with EventClient.
+	Events      EventRecorder
+	EventClient EventClient
 	// Clock is the controller's time; nil: the real clock.
 	Clock clock.PassiveClock
 	// Metrics registers the controller's metrics; nil: a registry of its
@@ -66,13 +63,13 @@ type Controller struct {
 	log     *slog.Logger
 	clock   clock.PassiveClock
 	metrics *metrics
-	events  record.EventRecorder
+	events  EventRecorder
 
-	dynInformers  dynamicinformer.DynamicSharedInformerFactory
-	kubeInformers informers.SharedInformerFactory
-	scalers       cache.GenericLister
-	pods          corelisters.PodLister
-	synced        []cache.InformerSynced
+	// The informers of ElasticScalers (unstructured) and pods: each a
+	// cache.SharedIndexInformer of its own over a list-watch, not a
+	// client-go informer factory, which links every API group.
+	scalerInformer, podInformer cache.SharedIndexInformer
+	scalers                     cache.GenericLister
 
 	queue   workqueue.TypedRateLimitingInterface[string]
 	history *history
@@ -86,8 +83,11 @@ func New(cfg Config, d Deps) (*Controller, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("autoscale: %w", err)
 	}
-	if d.Dynamic == nil || d.Kube == nil || d.Scales == nil || d.Mapper == nil || d.Etcd == nil {
-		return nil, errors.New("autoscale: the dynamic, kube, scale, mapper and etcd clients are all needed")
+	if d.Dynamic == nil || d.Pods == nil || d.Scales == nil || d.Mapper == nil || d.Etcd == nil {
+		return nil, errors.New("autoscale: the dynamic, pod, scale, mapper and etcd clients are all needed")
+	}
+	if d.Events == nil && d.EventClient == nil {
+		return nil, errors.New("autoscale: an event recorder or an event client is needed")
 	}
 	c := &Controller{cfg: cfg, deps: d, log: d.Logger, clock: d.Clock, events: d.Events, metrics: newMetrics(d.Metrics)}
 	if c.log == nil {
@@ -98,18 +98,29 @@ func New(cfg Config, d Deps) (*Controller, error) {
 	}
 	c.history = newHistory(cfg.HistoryMaxAge, cfg.HistoryMaxLen)
 
-	c.dynInformers = dynamicinformer.NewFilteredDynamicSharedInformerFactory(d.Dynamic, cfg.SyncPeriod, cfg.Namespace, nil)
-	scalers := c.dynInformers.ForResource(v1alpha1.Resource)
-	c.scalers = scalers.Lister()
+	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	scalerClient := d.Dynamic.Resource(v1alpha1.Resource).Namespace(cfg.Namespace)
+	// A client's fake says it cannot stream a list through a watch; the
+	// informers then list and watch as before the WatchListClient feature.
+	c.scalerInformer = cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return scalerClient.List(ctx, opts)
+		},
+		WatchFuncWithContext: scalerClient.Watch,
+	}, d.Dynamic), &unstructured.Unstructured{}, cfg.SyncPeriod, indexers)
+	c.scalers = cache.NewGenericLister(c.scalerInformer.GetIndexer(), v1alpha1.Resource.GroupResource())
 	// Pods are only read at a sync: no handler, no resync.
-	c.kubeInformers = informers.NewSharedInformerFactoryWithOptions(d.Kube, 0, informers.WithNamespace(cfg.Namespace))
-	pods := c.kubeInformers.Core().V1().Pods()
-	c.pods = pods.Lister()
-	c.synced = []cache.InformerSynced{scalers.Informer().HasSynced, pods.Informer().HasSynced}
+	pods := d.Pods(cfg.Namespace)
+	c.podInformer = cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return pods.List(ctx, opts)
+		},
+		WatchFuncWithContext: pods.Watch,
+	}, pods), &corev1.Pod{}, 0, indexers)
 
 	// The informer's resync (every SyncPeriod) arrives as an update, so
 	// every scaler is synced at least once a period.
-	if _, err := scalers.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := c.scalerInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
 		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
 		DeleteFunc: c.enqueue,
@@ -134,10 +145,13 @@ func (c *Controller) enqueue(obj any) {
 // them and the informers, and returns nil. Run once per Controller.
 func (c *Controller) Run(ctx context.Context) error {
 	if c.events == nil {
-		b := record.NewBroadcaster(record.WithContext(ctx))
-		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.deps.Kube.CoreV1().Events("")})
-		defer b.Shutdown()
-		c.events = b.NewRecorder(eventScheme(), corev1.EventSource{Component: EventComponent})
+		rec := newEventRecorder(c.deps.EventClient, EventComponent, c.clock, c.log)
+		ectx, stopEvents := context.WithCancel(ctx)
+		var events sync.WaitGroup
+		events.Go(func() { rec.run(ectx) })
+		defer events.Wait()
+		defer stopEvents()
+		c.events = rec
 	}
 	// The queue is made here, not in New: its goroutines end only with
 	// ShutDown, and only the informers started below fill it.
@@ -148,12 +162,16 @@ func (c *Controller) Run(ctx context.Context) error {
 		),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "elasticscalers", MetricsProvider: c.metrics.queue},
 	)
-	defer c.kubeInformers.Shutdown()
-	defer c.dynInformers.Shutdown()
 	defer c.queue.ShutDown()
-	c.dynInformers.Start(ctx.Done())
-	c.kubeInformers.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+	// The informers stop with ictx, which ends (and is waited for) when
+	// Run returns, however it returns.
+	ictx, stopInformers := context.WithCancel(ctx)
+	var informers sync.WaitGroup
+	defer informers.Wait()
+	defer stopInformers()
+	informers.Go(func() { c.scalerInformer.RunWithContext(ictx) })
+	informers.Go(func() { c.podInformer.RunWithContext(ictx) })
+	if !cache.WaitForCacheSync(ctx.Done(), c.scalerInformer.HasSynced, c.podInformer.HasSynced) {
 		return nil // ctx ended first
 	}
 	c.cachesSynced.Store(true)
@@ -174,13 +192,6 @@ func (c *Controller) Run(ctx context.Context) error {
 
 // EventComponent is the source of the controller's Events.
 const EventComponent = "ringside-controller"
-
-func eventScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	_ = scheme.AddToScheme(s)
-	_ = v1alpha1.AddToScheme(s)
-	return s
-}
 
 // processNext syncs the next key, false once the queue shut down.
 func (c *Controller) processNext(ctx context.Context) bool {

@@ -3,6 +3,7 @@ package autoscale
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/clock"
 
 	"github.com/ringside/ringside/autoscale/v1alpha1"
 )
@@ -115,8 +117,8 @@ func leaseTimes(id string) LeaderElection {
 	return l
 }
 
-// campaign runs lead for id on kube in the background; leading gets its
-// run's context once it leads, and done its result.
+// campaign runs an elector for id on kube in the background; leading
+// gets its run's context once it leads, and done its result.
 type campaign struct {
 	cancel  context.CancelFunc
 	leading chan context.Context
@@ -126,8 +128,10 @@ type campaign struct {
 func campaignFor(kube *kubefake.Clientset, id string) *campaign {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &campaign{cancel: cancel, leading: make(chan context.Context, 1), done: make(chan error, 1)}
+	l := leaseTimes(id)
+	e := newElector(kube.CoordinationV1().Leases(l.Namespace), l, clock.RealClock{}, slog.New(slog.DiscardHandler), func(bool) {})
 	go func() {
-		c.done <- lead(ctx, kube, leaseTimes(id), nil, func(bool) {}, func(lctx context.Context) {
+		c.done <- e.run(ctx, func(lctx context.Context) {
 			c.leading <- lctx
 			<-lctx.Done()
 		})

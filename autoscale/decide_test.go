@@ -8,6 +8,7 @@ import (
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/ringside/ringside/autoscale/v1alpha1"
 )
@@ -92,7 +93,7 @@ func TestDecide(t *testing.T) {
 		{"a target off the unit is rounded to it", with(jobInput(6, linear, 6), func(in *Input) { in.Spec.Unit = 4 }), 8, "ScaledUp", "", false},
 		{"the unit is the step", with(jobInput(4, linear, 4), func(in *Input) { in.Spec.Unit = 4 }), 8, "ScaledUp", "", false},
 		{"a lower recommendation in the scale-up window holds growth", with(jobInput(4, linear, 1, 2, 3, 4), func(in *Input) {
-			in.Spec.Behavior = &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleUp: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr[int32](60)}}
+			in.Spec.Behavior = &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleUp: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](60)}}
 			in.Recommendations = []Recommendation{{Time: in.Now.Add(-30 * time.Second), Replicas: 4}}
 		}), 4, "ScaleUpStabilized", "", false},
 		{"a higher recommendation in the scale-down window holds a shrink", with(jobInput(4, bent, 1, 2, 3, 4), func(in *Input) {
@@ -118,7 +119,7 @@ func TestDecide(t *testing.T) {
 				Policies: []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PodsScalingPolicy, Value: 2, PeriodSeconds: 60}}}}
 		}), 4, "Hold", "ScaleUpLimit", false},
 		{"selectPolicy Disabled holds a shrink", with(jobInput(4, bent, 1, 2, 3, 4), func(in *Input) {
-			in.Spec.Behavior = &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{SelectPolicy: ptr(autoscalingv2.DisabledPolicySelect)}}
+			in.Spec.Behavior = &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{SelectPolicy: ptr.To(autoscalingv2.DisabledPolicySelect)}}
 		}), 4, "Hold", "ScaleDownLimit", false},
 	}
 	for _, tt := range tests {
@@ -134,8 +135,6 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func TestDecideReportsTheMarginalEfficiency(t *testing.T) {
 	d := Decide(jobInput(3, amdahl(100, 0.1), 1, 2, 3, 4))

@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
-	scalefake "k8s.io/client-go/scale/fake"
 	k8stesting "k8s.io/client-go/testing"
 	krecord "k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -37,15 +36,18 @@ import (
 
 const testNS = "team"
 
-// fixture is a controller on fakes of the API (dynamic, typed and scale
-// clients) and a real embedded etcd. Its caches are filled by hand, as
+// fixture is a controller on fakes of the API (the dynamic client, which
+// also serves the targets' scale subresource, and a typed client of pods)
+// and a real embedded etcd. Its caches are filled by hand, as
 // sample-controller's tests do, so a test drives sync step by step.
 type fixture struct {
-	t      *testing.T
-	c      *Controller
-	dyn    *dynamicfake.FakeDynamicClient
-	kube   *kubefake.Clientset
-	scales *scalefake.FakeScaleClient
+	t    *testing.T
+	c    *Controller
+	dyn  *dynamicfake.FakeDynamicClient
+	kube *kubefake.Clientset
+	// scales are dyn's reactors and actions: the scale subresource is
+	// read and written through the dynamic client.
+	scales *k8stesting.Fake
 	events *krecord.FakeRecorder
 	etcd   *clientv3.Client
 	reg    *prometheus.Registry
@@ -63,27 +65,30 @@ func newFixture(t *testing.T, etcd *clientv3.Client, objs ...runtime.Object) *fi
 		t:        t,
 		dyn:      dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{v1alpha1.Resource: "ElasticScalerList"}, objs...),
 		kube:     kubefake.NewClientset(),
-		scales:   &scalefake.FakeScaleClient{},
 		events:   krecord.NewFakeRecorder(100),
 		etcd:     etcd,
 		reg:      newRegistry(),
 		clock:    clocktesting.NewFakePassiveClock(time.Now()),
 		replicas: map[string]int32{},
 	}
-	f.scales.AddReactor("get", "statefulsets", f.getScale)
-	f.scales.AddReactor("update", "statefulsets", f.updateScale)
+	f.scales = &f.dyn.Fake
+	// In front of the fake's object tracker, which has no subresources.
+	f.scales.PrependReactor("get", "statefulsets", onScale(f.getScale))
+	f.scales.PrependReactor("update", "statefulsets", onScale(f.updateScale))
 	// What an API server answers for a resource without a scale
 	// subresource.
-	f.scales.AddReactor("get", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	f.scales.PrependReactor("get", "configmaps", onScale(func(a k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps/scale"}, a.(k8stesting.GetAction).GetName())
-	})
-	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(appsv1.SchemeGroupVersion.WithKind("StatefulSet"), meta.RESTScopeNamespace)
-	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
+	}))
+	mapper := staticMapper{
+		{Group: "apps", Kind: "StatefulSet"}: appsv1.SchemeGroupVersion.WithResource("statefulsets"),
+		{Kind: "ConfigMap"}:                  corev1.SchemeGroupVersion.WithResource("configmaps"),
+	}
 	cfg := DefaultConfig()
 	cfg.LeaderElection.Enabled = false
 	cfg.MeasureSettle = 0 // the seeded heartbeats are of a settled generation
-	c, err := New(cfg, Deps{Dynamic: f.dyn, Kube: f.kube, Scales: f.scales, Mapper: mapper, Etcd: etcd,
+	c, err := New(cfg, Deps{Dynamic: f.dyn, Pods: func(ns string) PodClient { return fakePods{f.kube.CoreV1().Pods(ns)} },
+		Scales: dynamicScales{dyn: f.dyn}, Mapper: mapper, Etcd: etcd,
 		Events: f.events, Clock: f.clock, Metrics: f.reg, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +100,33 @@ func newFixture(t *testing.T, etcd *clientv3.Client, objs ...runtime.Object) *fi
 	return f
 }
 
+// onScale is reactor r for the scale subresource only.
+func onScale(r k8stesting.ReactionFunc) k8stesting.ReactionFunc {
+	return func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "scale" {
+			return false, nil, nil
+		}
+		return r(a)
+	}
+}
+
+// fakePods are a fake clientset's pods; like the clientset, they tell an
+// informer that they cannot stream a list through a watch.
+type fakePods struct{ PodClient }
+
+func (fakePods) IsWatchListSemanticsUnSupported() bool { return true }
+
+// staticMapper maps each kind to one resource, as discovery would.
+type staticMapper map[schema.GroupKind]schema.GroupVersionResource
+
+func (m staticMapper) Resources(_ context.Context, gk schema.GroupKind, versions ...string) ([]schema.GroupVersionResource, error) {
+	r, ok := m[gk]
+	if !ok || len(versions) > 0 && versions[0] != r.Version {
+		return nil, &meta.NoKindMatchError{GroupKind: gk, SearchedVersions: versions}
+	}
+	return []schema.GroupVersionResource{r}, nil
+}
+
 func (f *fixture) getScale(a k8stesting.Action) (bool, runtime.Object, error) {
 	name := a.(k8stesting.GetAction).GetName()
 	f.mu.Lock()
@@ -103,19 +135,34 @@ func (f *fixture) getScale(a k8stesting.Action) (bool, runtime.Object, error) {
 	if !ok {
 		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "statefulsets"}, name)
 	}
-	return true, &autoscalingv1.Scale{
+	return true, unstructuredScale(f.t, &autoscalingv1.Scale{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: a.GetNamespace()},
 		Spec:       autoscalingv1.ScaleSpec{Replicas: n},
 		Status:     autoscalingv1.ScaleStatus{Replicas: n, Selector: "app=" + name},
-	}, nil
+	}), nil
 }
 
 func (f *fixture) updateScale(a k8stesting.Action) (bool, runtime.Object, error) {
-	sc := a.(k8stesting.UpdateAction).GetObject().(*autoscalingv1.Scale)
+	u := a.(k8stesting.UpdateAction).GetObject().(*unstructured.Unstructured)
+	sc, err := scaleFrom(u)
+	if err != nil {
+		return true, nil, apierrors.NewBadRequest(err.Error())
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.replicas[sc.Name] = sc.Spec.Replicas
-	return true, sc, nil
+	return true, u, nil
+}
+
+// unstructuredScale is sc as the scale subresource serves it.
+func unstructuredScale(t *testing.T, sc *autoscalingv1.Scale) *unstructured.Unstructured {
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(sc)
+	if err != nil {
+		t.Error(err)
+	}
+	u := &unstructured.Unstructured{Object: content}
+	u.SetGroupVersionKind(autoscalingv1.SchemeGroupVersion.WithKind("Scale"))
+	return u
 }
 
 func (f *fixture) target(name string, replicas int32) {
@@ -132,14 +179,14 @@ func (f *fixture) targetReplicas(name string) int32 {
 
 func (f *fixture) cache(u *unstructured.Unstructured) {
 	f.t.Helper()
-	if err := f.c.dynInformers.ForResource(v1alpha1.Resource).Informer().GetIndexer().Add(u); err != nil {
+	if err := f.c.scalerInformer.GetIndexer().Add(u); err != nil {
 		f.t.Fatal(err)
 	}
 }
 
 func (f *fixture) cachePod(p *corev1.Pod) {
 	f.t.Helper()
-	if err := f.c.kubeInformers.Core().V1().Pods().Informer().GetIndexer().Add(p); err != nil {
+	if err := f.c.podInformer.GetIndexer().Add(p); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -184,7 +231,7 @@ func (f *fixture) writes() writes {
 		}
 	}
 	for _, a := range f.scales.Actions() {
-		if a.GetVerb() == "update" {
+		if a.GetVerb() == "update" && a.GetSubresource() == "scale" {
 			w.scale++
 		}
 	}

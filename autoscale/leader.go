@@ -1,19 +1,15 @@
 package autoscale
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
-	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/clock"
 )
 
 // ErrLostLease is Run's error when another controller took the leader
@@ -33,8 +29,9 @@ type LeaderElection struct {
 	// Identity is this replica's holder identity; "" picks the host name
 	// with a random suffix (NewIdentity).
 	Identity string
-	// LeaseDuration, RenewDeadline and RetryPeriod are client-go's: how
-	// long a standby waits before taking a lease that was not renewed, how
+	// LeaseDuration, RenewDeadline and RetryPeriod mean what they mean
+	// in client-go's leader election: how long a standby waits before
+	// taking a lease that was not renewed (whole seconds, at least 1), how
 	// long the leader tries to renew before it gives up, and how often
 	// each tries.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
@@ -61,6 +58,9 @@ func (l LeaderElection) Validate() error {
 	if l.Namespace == "" || l.Name == "" {
 		errs = append(errs, fmt.Errorf("the leader lease needs a namespace and a name, got %q and %q", l.Namespace, l.Name))
 	}
+	if l.LeaseDuration < time.Second {
+		errs = append(errs, fmt.Errorf("the leader lease's duration is in whole seconds, at least 1s, got %s", l.LeaseDuration))
+	}
 	if !(l.LeaseDuration > l.RenewDeadline && l.RenewDeadline > l.RetryPeriod && l.RetryPeriod > 0) {
 		errs = append(errs, fmt.Errorf("leader election wants lease duration (%s) > renew deadline (%s) > retry period (%s) > 0",
 			l.LeaseDuration, l.RenewDeadline, l.RetryPeriod))
@@ -82,74 +82,15 @@ func NewIdentity() (string, error) {
 	return host + "_" + hex.EncodeToString(b), nil
 }
 
-// lead campaigns for the lease and runs run while this replica holds it.
-// It returns nil when ctx ends (after releasing the lease, so a standby
-// takes over at once) and ErrLostLease when the lease was lost while ctx
-// was live; in both cases only after run returned.
-func lead(ctx context.Context, kube kubernetes.Interface, l LeaderElection, watchdog *leaderelection.HealthzAdaptor,
-	onLeading func(bool), run func(ctx context.Context)) error {
+// newLeaseElector returns an elector of l on the real clock, with an
+// identity picked when l has none.
+func newLeaseElector(leases LeaseClient, l LeaderElection, log *slog.Logger, onLeading func(bool)) (*elector, error) {
 	if l.Identity == "" {
 		id, err := NewIdentity()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		l.Identity = id
 	}
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: l.Namespace, Name: l.Name},
-		Client:     kube.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: l.Identity},
-	}
-	var (
-		// The elector starts OnStartedLeading in a goroutine it does not
-		// wait for: mu, stopped and wg make sure run either never starts
-		// or is waited for.
-		mu      sync.Mutex
-		stopped bool
-		wg      sync.WaitGroup
-		lost    = make(chan struct{})
-	)
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   l.LeaseDuration,
-		RenewDeadline:   l.RenewDeadline,
-		RetryPeriod:     l.RetryPeriod,
-		ReleaseOnCancel: true,
-		WatchDog:        watchdog,
-		Name:            l.Name,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(lctx context.Context) {
-				mu.Lock()
-				if stopped {
-					mu.Unlock()
-					return
-				}
-				wg.Add(1)
-				mu.Unlock()
-				defer wg.Done()
-				onLeading(true)
-				run(lctx)
-			},
-			OnStoppedLeading: func() {
-				onLeading(false)
-				if ctx.Err() == nil {
-					close(lost)
-				}
-			},
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("autoscale: leader election: %w", err)
-	}
-	elector.Run(ctx)
-	mu.Lock()
-	stopped = true
-	mu.Unlock()
-	wg.Wait()
-	select {
-	case <-lost:
-		return ErrLostLease
-	default:
-		return nil
-	}
+	return newElector(leases, l, clock.RealClock{}, log, onLeading), nil
 }

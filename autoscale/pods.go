@@ -6,14 +6,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // pendingPods counts the pods of namespace matched by selector (a scale's
 // status.selector) that the scheduler could not place, and how long the
 // oldest of them has waited at now. An empty selector matches none: a
 // target whose scale names no selector has no pods the controller can see.
-func pendingPods(pods corelisters.PodLister, namespace, selector string, now time.Time) (n int32, oldest time.Duration, err error) {
+func pendingPods(pods cache.Indexer, namespace, selector string, now time.Time) (n int32, oldest time.Duration, err error) {
 	if selector == "" {
 		return 0, 0, nil
 	}
@@ -21,17 +21,18 @@ func pendingPods(pods corelisters.PodLister, namespace, selector string, now tim
 	if err != nil {
 		return 0, 0, fmt.Errorf("the target's selector %q: %w", selector, err)
 	}
-	list, err := pods.Pods(namespace).List(sel)
+	err = cache.ListAllByNamespace(pods, namespace, sel, func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		if since, ok := unschedulableSince(p); ok {
+			n++
+			oldest = max(oldest, now.Sub(since))
+		}
+	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("list pods: %w", err)
-	}
-	for _, p := range list {
-		since, ok := unschedulableSince(p)
-		if !ok {
-			continue
-		}
-		n++
-		oldest = max(oldest, now.Sub(since))
 	}
 	return n, oldest, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"pgregory.net/rapid"
 
 	"github.com/ringside/ringside/autoscale/v1alpha1"
@@ -20,10 +21,10 @@ func drawRules(t *rapid.T, name string) *autoscalingv2.HPAScalingRules {
 	}
 	r := &autoscalingv2.HPAScalingRules{}
 	if rapid.Bool().Draw(t, name+"Window") {
-		r.StabilizationWindowSeconds = ptr(rapid.Int32Range(-10, 3600).Draw(t, name+"WindowSeconds"))
+		r.StabilizationWindowSeconds = ptr.To(rapid.Int32Range(-10, 3600).Draw(t, name+"WindowSeconds"))
 	}
 	if rapid.Bool().Draw(t, name+"Select") {
-		r.SelectPolicy = ptr(rapid.SampledFrom([]autoscalingv2.ScalingPolicySelect{
+		r.SelectPolicy = ptr.To(rapid.SampledFrom([]autoscalingv2.ScalingPolicySelect{
 			autoscalingv2.MaxChangePolicySelect, autoscalingv2.MinChangePolicySelect, autoscalingv2.DisabledPolicySelect, "Bogus"}).Draw(t, name+"SelectPolicy"))
 	}
 	for i := range rapid.IntRange(0, 3).Draw(t, name+"Policies") {
@@ -119,7 +120,7 @@ func TestObserveStaysBoundedAndFinite(t *testing.T) {
 				BatchPerWorker: rapid.SampledFrom([]float64{0, -1, 32, math.NaN()}).Draw(t, "batch"),
 			}
 			if rapid.Bool().Draw(t, "gns") {
-				m.GNS = ptr(rapid.SampledFrom([]float64{0, -1, 100, math.Inf(1), math.NaN()}).Draw(t, "gnsValue"))
+				m.GNS = ptr.To(rapid.SampledFrom([]float64{0, -1, 100, math.Inf(1), math.NaN()}).Draw(t, "gnsValue"))
 			}
 			h = Observe(h, m)
 		}
@@ -154,7 +155,7 @@ func TestDecideConvergesOnConcaveCurves(t *testing.T) {
 		curve := amdahl(rapid.Float64Range(1, 1000).Draw(t, "rate"), rapid.Float64Range(0, 0.5).Draw(t, "commCost"))
 		var gns *float64
 		if rapid.Bool().Draw(t, "withGNS") {
-			gns = ptr(rapid.Float64Range(0, 4096).Draw(t, "gns"))
+			gns = ptr.To(rapid.Float64Range(0, 4096).Draw(t, "gns"))
 		}
 		start := spec.MinReplicas + unit*rapid.Int32Range(0, 4).Draw(t, "startUnits")
 		sizes := converge(spec, start, 400, 0, 1, func(n int32, _ *rand.Rand) Measurement {

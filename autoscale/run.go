@@ -14,34 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/scale"
-	"k8s.io/client-go/tools/leaderelection"
 )
-
-// NewDeps returns the clients of a controller on the API server of cfg and
-// on etcd. A target's kind is resolved by discovery, cached and refreshed
-// when a kind is not found (a CRD installed after the start).
-func NewDeps(cfg *rest.Config, etcd *clientv3.Client) (Deps, error) {
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return Deps{}, fmt.Errorf("kubernetes client: %w", err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return Deps{}, fmt.Errorf("dynamic client: %w", err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
-	scales, err := scale.NewForConfig(cfg, mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(kube.Discovery()))
-	if err != nil {
-		return Deps{}, fmt.Errorf("scale client: %w", err)
-	}
-	return Deps{Dynamic: dyn, Kube: kube, Scales: scales, Mapper: mapper, Etcd: etcd}, nil
-}
 
 // Run runs the controller of cfg on the API server of restCfg and on etcd
 // until ctx ends: it serves /metrics, /healthz and /readyz on
@@ -62,25 +36,31 @@ func Run(ctx context.Context, restCfg *rest.Config, etcd *clientv3.Client, cfg C
 	if err != nil {
 		return err
 	}
-	var watchdog *leaderelection.HealthzAdaptor
-	if cfg.LeaderElection.Enabled {
-		// 20 s past the lease's expiry: a leader that could not renew for
-		// that long is stuck, and its liveness probe should say so.
-		watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	if !cfg.LeaderElection.Enabled {
+		stop, err := serve(cfg.MetricsAddr, c.handler(reg, nil), c.log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		c.metrics.isLeader.Set(1)
+		return c.Run(ctx)
 	}
-	stop, err := serve(cfg.MetricsAddr, c.handler(reg, watchdog), c.log)
+	le := cfg.LeaderElection
+	elector, err := newLeaseElector(deps.Leases(le.Namespace), le, c.log, c.onLeading)
+	if err != nil {
+		return fmt.Errorf("autoscale: %w", err)
+	}
+	// The elector's watchdog fails /healthz when the leader has not
+	// renewed for 20 s past its lease's expiry: it is stuck, and its
+	// liveness probe should say so.
+	stop, err := serve(cfg.MetricsAddr, c.handler(reg, elector), c.log)
 	if err != nil {
 		return err
 	}
 	defer stop()
-
-	if !cfg.LeaderElection.Enabled {
-		c.metrics.isLeader.Set(1)
-		return c.Run(ctx)
-	}
 	c.leading.Store(false)
 	var runErr error
-	err = lead(ctx, deps.Kube, cfg.LeaderElection, watchdog, c.onLeading, func(lctx context.Context) {
+	err = elector.run(ctx, func(lctx context.Context) {
 		runErr = c.Run(lctx)
 	})
 	return errors.Join(err, runErr)
@@ -99,6 +79,13 @@ func (c *Controller) onLeading(leading bool) {
 	}
 }
 
+// healthCheck is a liveness check of /healthz: the elector's watchdog.
+type healthCheck interface {
+	Check(r *http.Request) error
+}
+
+var _ healthCheck = (*elector)(nil)
+
 // newRegistry is the registry Run serves on /metrics: the controller's
 // metrics (registered by New) beside the Go runtime's and the process's.
 func newRegistry() *prometheus.Registry {
@@ -110,7 +97,7 @@ func newRegistry() *prometheus.Registry {
 // handler serves the metrics of reg and the health checks: /healthz fails
 // when the leader could not renew its lease for long (watchdog; nil: no
 // leader election), /readyz until the controller does its work (Ready).
-func (c *Controller) handler(reg *prometheus.Registry, watchdog *leaderelection.HealthzAdaptor) http.Handler {
+func (c *Controller) handler(reg *prometheus.Registry, watchdog healthCheck) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

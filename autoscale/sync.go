@@ -92,7 +92,7 @@ type scalerSync struct {
 func (s *scalerSync) run(ctx context.Context) error {
 	es, c := s.es, s.c
 	ref := es.Spec.ScaleTargetRef
-	target, gr, err := c.getScale(ctx, es.Namespace, ref.APIVersion, ref.Kind, ref.Name)
+	target, resource, err := c.getScale(ctx, es.Namespace, ref.APIVersion, ref.Kind, ref.Name)
 	if err != nil {
 		msg := fmt.Sprintf("the controller cannot get the scale of %s %s/%s: %v", ref.Kind, es.Namespace, ref.Name, err)
 		s.condition(v1alpha1.AbleToScale, metav1.ConditionFalse, ReasonFailedGetScale, msg, corev1.EventTypeWarning)
@@ -101,7 +101,7 @@ func (s *scalerSync) run(ctx context.Context) error {
 	current := target.Spec.Replicas
 	es.Status.CurrentReplicas = current
 	in := Input{Now: s.now, Spec: es.Spec, Current: current}
-	in.Pending, in.PendingFor, err = pendingPods(c.pods, es.Namespace, target.Status.Selector, s.now)
+	in.Pending, in.PendingFor, err = pendingPods(c.podInformer.GetIndexer(), es.Namespace, target.Status.Selector, s.now)
 	if err != nil {
 		c.log.Warn("cannot count the target's pending pods; counting none", "scaler", s.key, "err", err)
 	}
@@ -132,7 +132,7 @@ func (s *scalerSync) run(ctx context.Context) error {
 		c.log.Warn("the policy decided a size out of [min, max]; clamped", "scaler", s.key, "decided", d.Desired, "desired", desired)
 	}
 	if desired != current {
-		if err := s.rescale(ctx, target, gr, desired, d); err != nil {
+		if err := s.rescale(ctx, target, resource, desired, d); err != nil {
 			return errors.Join(err, s.writeStatus(ctx))
 		}
 	}
@@ -162,7 +162,7 @@ func (s *scalerSync) decide(in Input, m *Measurement) (d Decision, err error) {
 }
 
 // rescale sets the target's replicas to desired.
-func (s *scalerSync) rescale(ctx context.Context, target *autoscalingv1.Scale, gr schema.GroupResource, desired int32, d Decision) error {
+func (s *scalerSync) rescale(ctx context.Context, target *autoscalingv1.Scale, resource schema.GroupVersionResource, desired int32, d Decision) error {
 	es, c := s.es, s.c
 	current := target.Spec.Replicas
 	why := d.Message
@@ -171,7 +171,7 @@ func (s *scalerSync) rescale(ctx context.Context, target *autoscalingv1.Scale, g
 	}
 	next := target.DeepCopy()
 	next.Spec.Replicas = desired
-	if _, err := c.deps.Scales.Scales(es.Namespace).Update(ctx, gr, next, metav1.UpdateOptions{}); err != nil {
+	if _, err := c.deps.Scales.UpdateScale(ctx, resource, es.Namespace, next); err != nil {
 		msg := fmt.Sprintf("New size: %d -> %d; reason: %s; error: %v", current, desired, why, err)
 		c.events.Event(s.u, corev1.EventTypeWarning, ReasonFailedRescale, msg)
 		s.condition(v1alpha1.AbleToScale, metav1.ConditionFalse, ReasonFailedUpdateScale, "the controller cannot update the target's scale: "+msg, "")
@@ -282,25 +282,24 @@ func jobNamespace(es *v1alpha1.ElasticScaler) string {
 
 // getScale reads the scale of the target named by apiVersion, kind and
 // name, trying each resource the kind maps to (as the HPA does).
-func (c *Controller) getScale(ctx context.Context, namespace, apiVersion, kind, name string) (*autoscalingv1.Scale, schema.GroupResource, error) {
+func (c *Controller) getScale(ctx context.Context, namespace, apiVersion, kind, name string) (*autoscalingv1.Scale, schema.GroupVersionResource, error) {
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil {
-		return nil, schema.GroupResource{}, fmt.Errorf("apiVersion %q: %w", apiVersion, err)
+		return nil, schema.GroupVersionResource{}, fmt.Errorf("apiVersion %q: %w", apiVersion, err)
 	}
 	var versions []string
 	if gv.Version != "" {
 		versions = append(versions, gv.Version)
 	}
-	mappings, err := c.deps.Mapper.RESTMappings(schema.GroupKind{Group: gv.Group, Kind: kind}, versions...)
+	resources, err := c.deps.Mapper.Resources(ctx, schema.GroupKind{Group: gv.Group, Kind: kind}, versions...)
 	if err != nil {
-		return nil, schema.GroupResource{}, fmt.Errorf("no resource of kind %s: %w", kind, err)
+		return nil, schema.GroupVersionResource{}, fmt.Errorf("no resource of kind %s: %w", kind, err)
 	}
 	var first error
-	for _, m := range mappings {
-		gr := m.Resource.GroupResource()
-		sc, err := c.deps.Scales.Scales(namespace).Get(ctx, gr, name, metav1.GetOptions{})
+	for _, r := range resources {
+		sc, err := c.deps.Scales.GetScale(ctx, r, namespace, name)
 		if err == nil {
-			return sc, gr, nil
+			return sc, r, nil
 		}
 		if first == nil {
 			first = err
@@ -309,7 +308,7 @@ func (c *Controller) getScale(ctx context.Context, namespace, apiVersion, kind, 
 	if first == nil {
 		first = fmt.Errorf("no resource of kind %s", kind)
 	}
-	return nil, schema.GroupResource{}, first
+	return nil, schema.GroupVersionResource{}, first
 }
 
 // readJob reads the scaler's job from etcd, bounded by EtcdTimeout.

@@ -218,11 +218,11 @@ func TestPendingPodsOfTheTargetAreCounted(t *testing.T) {
 	} {
 		f.cachePod(p)
 	}
-	n, oldest, err := pendingPods(f.c.pods, testNS, "app=a", now)
+	n, oldest, err := pendingPods(f.c.podInformer.GetIndexer(), testNS, "app=a", now)
 	if err != nil || n != 2 || oldest != 90*time.Second {
 		t.Fatalf("pendingPods = %d, %s, %v; want 2, 1m30s", n, oldest, err)
 	}
-	if _, _, err := pendingPods(f.c.pods, testNS, "app in (", now); err == nil {
+	if _, _, err := pendingPods(f.c.podInformer.GetIndexer(), testNS, "app in (", now); err == nil {
 		t.Fatal("a malformed selector gave no error")
 	}
 }
