@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringside/ringside/telemetry"
+
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	appsv1 "k8s.io/api/apps/v1"
@@ -67,7 +69,7 @@ func newFixture(t *testing.T, etcd *clientv3.Client, objs ...runtime.Object) *fi
 		kube:     kubefake.NewClientset(),
 		events:   krecord.NewFakeRecorder(100),
 		etcd:     etcd,
-		reg:      newRegistry(),
+		reg:      telemetry.NewRegistry(),
 		clock:    clocktesting.NewFakePassiveClock(time.Now()),
 		replicas: map[string]int32{},
 	}

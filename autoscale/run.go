@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ringside/ringside/telemetry"
+
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/client-go/rest"
 )
@@ -30,7 +30,7 @@ func Run(ctx context.Context, restCfg *rest.Config, etcd *clientv3.Client, cfg C
 	if err != nil {
 		return fmt.Errorf("autoscale: %w", err)
 	}
-	reg := newRegistry()
+	reg := telemetry.NewRegistry() // the controller's metrics (registered by New) join the runtime's
 	deps.Metrics, deps.Logger = reg, logger
 	c, err := New(cfg, deps)
 	if err != nil {
@@ -86,20 +86,12 @@ type healthCheck interface {
 
 var _ healthCheck = (*elector)(nil)
 
-// newRegistry is the registry Run serves on /metrics: the controller's
-// metrics (registered by New) beside the Go runtime's and the process's.
-func newRegistry() *prometheus.Registry {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return reg
-}
-
 // handler serves the metrics of reg and the health checks: /healthz fails
 // when the leader could not renew its lease for long (watchdog; nil: no
 // leader election), /readyz until the controller does its work (Ready).
 func (c *Controller) handler(reg *prometheus.Registry, watchdog healthCheck) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("GET /metrics", telemetry.MetricsHandler(reg))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if watchdog != nil {
 			if err := watchdog.Check(r); err != nil {
@@ -130,17 +122,16 @@ func serve(addr string, h http.Handler, log *slog.Logger) (stop func(), err erro
 		return nil, fmt.Errorf("autoscale: metrics address: %w", err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := telemetry.Serve(ctx, srv, ln); err != nil {
 			log.Error("metrics server stopped", "err", err)
 		}
 	})
 	log.Info("serving metrics and health", "addr", ln.Addr().String())
 	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
+		cancel()
 		wg.Wait()
 	}, nil
 }

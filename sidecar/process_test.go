@@ -99,18 +99,26 @@ func (p *sidecarProc) waitReady(t *testing.T) {
 	t.Fatalf("%s not ready within 30s:\n%s", p.id, p.out.String())
 }
 
+// startFour starts four sidecar processes with a 60 s lease TTL, so only
+// gossip and votes can explain a quick eviction, and returns them with the
+// generation that holds all four.
+func startFour(t *testing.T, endpoints []string) ([]*sidecarProc, *api.Rendezvous) {
+	t.Helper()
+	var ps []*sidecarProc
+	for n := range 4 {
+		p := startSidecar(t, endpoints, n, "--ttl", "60s")
+		p.waitReady(t)
+		ps = append(ps, p)
+	}
+	return ps, ps[1].api.awaitRendezvous("all four", func(r *api.Rendezvous) bool { return r.WorldSize == 4 })
+}
+
 // TestSidecarProcessesSurviveKillAndDrain runs four sidecar processes with
 // a 60 s lease TTL, so only gossip can explain a quick eviction: the
 // leader's process is SIGKILLed, then another is SIGTERMed and drains.
 func TestSidecarProcessesSurviveKillAndDrain(t *testing.T) {
 	srv := etcdtest.Start(t)
-	var ps []*sidecarProc
-	for n := range 4 {
-		p := startSidecar(t, srv.Endpoints(), n, "--ttl", "60s")
-		p.waitReady(t)
-		ps = append(ps, p)
-	}
-	all := ps[1].api.awaitRendezvous("all four", func(r *api.Rendezvous) bool { return r.WorldSize == 4 })
+	ps, all := startFour(t, srv.Endpoints())
 	leader := all.Members[0].ID // w0 joined first and leads
 	victim := ps[0]
 	if victim.id != leader {
@@ -193,13 +201,7 @@ func TestThreeNeighboursKilledAtOnceAreAllEvicted(t *testing.T) {
 // without it at once, and every survivor must train in that ring.
 func TestLostGenerationKeyThenLeaderKilled(t *testing.T) {
 	srv := etcdtest.Start(t)
-	var ps []*sidecarProc
-	for n := range 4 {
-		p := startSidecar(t, srv.Endpoints(), n, "--ttl", "60s")
-		p.waitReady(t)
-		ps = append(ps, p)
-	}
-	all := ps[1].api.awaitRendezvous("all four", func(r *api.Rendezvous) bool { return r.WorldSize == 4 })
+	ps, all := startFour(t, srv.Endpoints())
 	client := etcdtest.Client(t, srv)
 	key := "/ringside/default/proc/" + record.GenerationKey
 	resp, err := client.Get(t.Context(), key)
