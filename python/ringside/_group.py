@@ -81,6 +81,7 @@ class Group:
         self._pg = pg  # the process group object this Group aborts, never a later one
         self._sockets = {}  # {inode: peer host}
         self._lock = threading.Lock()
+        self._abort_done = threading.Event()  # set once an abort has run
         self.aborted = False
         self.destroyed = False
 
@@ -110,16 +111,21 @@ class Group:
 
     def abort(self, why=""):
         """Makes any collective blocked in this group fail at once. Safe from
-        any thread, more than once."""
-        # Under the lock, so destroy() (which takes it first) cannot run
-        # meanwhile: an abort that comes as the group is destroyed and the
-        # next one formed never reaches the next one.
+        any thread, more than once. Only this generation's own group object
+        is aborted (never torch's default-group registry), and torch's
+        native abort runs outside the lock: it may block while NCCL tears
+        its communicators down, and destroy() waits for it instead of
+        racing it."""
         with self._lock:
             if self.aborted or self.destroyed:
                 return
             self.aborted = True
-            native = _native_abort(self.backend, self._pg)
-            n = _sockets.shutdown(set(self._sockets)) if self._sockets else 0
+            pg, sockets = self._pg, set(self._sockets)
+        try:
+            native = _native_abort(self.backend, pg)
+            n = _sockets.shutdown(sockets) if sockets else 0
+        finally:
+            self._abort_done.set()
         log.info("aborted the process group of generation %d (%s): native abort %s, %d sockets shut down",
                  self.generation, why or "asked", "used" if native else "not available", n)
         threading.Thread(target=self._watch_abort, name="ringside-abort", daemon=True).start()
@@ -155,6 +161,10 @@ class Group:
             if self.destroyed:
                 return
             self.destroyed = True
+            aborting = self.aborted
+        if aborting and not self._abort_done.wait(_ABORT_WAIT_S):
+            log.warning("generation %d: the abort of the group has not returned after %.0fs; destroying it anyway",
+                        self.generation, _ABORT_WAIT_S)
         import torch.distributed as dist
 
         # The group object itself goes last, in a thread of its own (see
@@ -179,6 +189,9 @@ class Group:
         t.start()
         log.debug("generation %d: group destroyed in %.3fs, gc %.3fs", self.generation, t1 - t0, time.monotonic() - t1)
 
+
+# How long destroy() waits for an abort running in another thread.
+_ABORT_WAIT_S = 30.0
 
 # The threads that destruct groups (see _release), waited for at exit: a
 # group destructed while the process exits aborts it.
@@ -216,27 +229,19 @@ def _default_group():
         return None
 
 
-def _native_abort(backend, pg=None):
-    """Calls torch's own abort of pg (the group formed for this generation;
-    None: the default group), where torch has one (not for gloo: aborting a
-    gloo group is what the socket shutdown does)."""
-    if backend == "gloo":
+def _native_abort(backend, pg):
+    """Calls torch's own abort of pg, the group formed for this generation,
+    where torch has one (not for gloo: aborting a gloo group is what the
+    socket shutdown does). Only pg's own abort, or its NCCL backend's: never
+    c10d._abort_process_group, which on torch >= 2.6 aborts the default
+    group through the registry and clears it while the training thread may
+    still be inside a collective, and never whatever group is the default
+    now (a later generation's)."""
+    if backend == "gloo" or pg is None:
         return False
     try:
         import torch
-        from torch.distributed import distributed_c10d as c10d
     except ImportError:
-        return False
-    if pg is None:
-        pg = _default_group()
-    fn = getattr(c10d, "_abort_process_group", None)  # torch >= 2.6
-    if fn is not None:
-        try:
-            fn(pg) if pg is not None else fn()
-            return True
-        except Exception as e:
-            log.debug("_abort_process_group: %s", e)
-    if backend != "nccl" or pg is None:
         return False
     candidates = [pg]
     get_backend = getattr(pg, "_get_backend", None)
