@@ -44,7 +44,8 @@ from . import _group
 from . import _watcher
 from ._watcher import Heartbeats, Watcher
 from .client import ACTIVE, Client
-from .errors import IncompatibleSidecar, RingsideError, SidecarError, SidecarLost, SidecarUnreachable, StateCorrupt
+from .errors import (CheckpointFailed, IncompatibleSidecar, RingsideError, SidecarError, SidecarLost, SidecarUnreachable,
+                     StateCorrupt)
 from .state import DrainRequested, GenerationChanged, Interrupted, State
 
 __all__ = ["run", "State", "Interrupted", "GenerationChanged", "DrainRequested", "StateCorrupt", "ElasticSampler",
@@ -96,7 +97,10 @@ class _Session:
         if self.beats is not None:
             self.beats.post(state.step, state.samples, step_time_s, state.generation, gns)
         if self.checkpointer is not None and state.rank == 0:
-            self.checkpointer.committed(state)
+            try:
+                self.checkpointer.committed(state)
+            finally:
+                state.stats["checkpoint_failures"] = self.checkpointer.failures
 
 
 class _Drained(Exception):
@@ -184,18 +188,25 @@ def run(train_fn: Callable[["State"], Any], state: "State", socket: Optional[str
     # group in a cycle); with the objects alive now (torch, the model) set
     # aside, it looks at that generation's garbage only: ms, not 100s of ms.
     gc.freeze()
+    failed = False
     try:
         return trainer.loop()
     except BaseException as e:
+        failed = True
         if not isinstance(e, (SidecarLost, SidecarUnreachable, IncompatibleSidecar)):
             _leave(client, e)
         raise
     finally:
         restore_signals()
         if checkpointer is not None:
-            if state.rank == 0:
-                checkpointer.committed(state, force=True)
-            checkpointer.close()
+            try:
+                if state.rank == 0:
+                    checkpointer.committed(state, force=True)
+                checkpointer.close()
+            except CheckpointFailed:
+                state.stats["checkpoint_failures"] = checkpointer.failures
+                if not failed:  # else the error in flight goes first; the log has this one
+                    raise
         state._session = None
         _current.leave()
         watcher.stop()

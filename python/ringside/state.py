@@ -622,42 +622,64 @@ def plan_sync(entries):
     return src, behind
 
 
-def write_checkpoint(path, snapshot):
-    """Writes snapshot (a commit) to path atomically."""
-    payload = _codec.encode(snapshot)
+def write_checkpoint(path, snapshot, kind="commit"):
+    """Writes snapshot (a commit; with kind "object", any plain data and
+    tensors) to path atomically: a temporary file in the same directory,
+    written and fsynced, renamed over path, the directory fsynced. Raises
+    CheckpointFailed when any of it fails; a previous file at path is then
+    untouched."""
+    from .errors import CheckpointFailed
+
+    try:
+        payload = _codec.encode(snapshot if kind == "commit" else {"$ringside-object": snapshot})
+    except _codec.Unsupported as e:
+        raise CheckpointFailed("not writing %s: %s" % (path, e)) from None
     d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
     tmp = os.path.join(d, ".%s.tmp-%d-%d" % (os.path.basename(path), os.getpid(), threading.get_ident()))
     try:
+        os.makedirs(d, exist_ok=True)
         with open(tmp, "wb") as f:
             f.write(payload)
             f.write(hashlib.sha256(payload).digest())
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        fd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # the rename itself
+        finally:
+            os.close(fd)
+    except OSError as e:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise CheckpointFailed("could not write the checkpoint %s: %s (the previous file, if any, is unchanged)"
+                               % (path, e)) from e
     except BaseException:
         try:
             os.remove(tmp)
         except OSError:
             pass
         raise
-    try:
-        fd = os.open(d, os.O_RDONLY)
-        try:
-            os.fsync(fd)  # the rename itself
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
 
 
-def read_checkpoint(path):
-    """The commit in the checkpoint at path; StateCorrupt when damaged."""
+def read_checkpoint(path, kind="commit"):
+    """The commit in the checkpoint at path; StateCorrupt when damaged.
+    With kind None, whatever ringside.save wrote (a commit or an object)."""
     with open(path, "rb") as f:
         raw = f.read()
     payload, digest = raw[:-_DIGEST_LEN], raw[-_DIGEST_LEN:]
     if len(raw) <= _DIGEST_LEN or hashlib.sha256(payload).digest() != digest:
         raise StateCorrupt("the checkpoint %s is damaged (its SHA-256 does not match); not loading it" % path)
+    if kind is None:
+        try:
+            obj = _codec.decode(payload)
+        except (ValueError, TypeError, KeyError, OverflowError) as e:
+            raise StateCorrupt("the checkpoint %s: refused: %s" % (path, e)) from None
+        if isinstance(obj, dict) and set(obj) == {"$ringside-object"}:
+            return obj["$ringside-object"]
+        return obj
     try:
         return _deserialize(payload)
     except StateCorrupt as e:
