@@ -403,12 +403,41 @@ def form(r, local_rank, backend=None, timeout=60.0, form_timeout=60.0, should_st
                  peers=peers or None, pg=_default_group())
 
 
-# What the abort path needs of NCCL: with asynchronous error handling on
-# (torch 2.x's default, 3), NCCL's watchdog tears the process down when a
-# collective fails or times out, and a survivor whose group ringside aborted
-# would die with it; ringside aborts the communicators itself (the watcher)
-# and re-forms. A value the user set is kept.
-NCCL_ERROR_HANDLING = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0", "NCCL_ASYNC_ERROR_HANDLING": "0"}
+# What NCCL needs so that a failed or timed-out collective raises in the
+# training thread, and the process lives on for ringside to re-form:
+# - torch >= 2.2: TORCH_NCCL_ASYNC_ERROR_HANDLING=2 (CleanUpOnly: the
+#   watchdog aborts the communicators and the error surfaces at the next
+#   wait; 1 would tear the whole process down, 0 never raises on a
+#   timeout at all);
+# - torch 2.0 and 2.1: the same mode under its older name,
+#   NCCL_ASYNC_ERROR_HANDLING=2;
+# - torch 1.x: no such mode; NCCL_BLOCKING_WAIT=1 makes wait() raise at
+#   the collective timeout instead, and async handling stays off.
+# A value the user set is kept.
+def nccl_error_handling(version=None):
+    """The variables above for a torch version string (default: the
+    installed torch's)."""
+    if version is None:
+        try:
+            import torch
+
+            version = torch.__version__
+        except ImportError:
+            version = "0"
+    parts = []
+    for p in str(version).split("+")[0].split(".")[:2]:
+        digits = "".join(c for c in p if c.isdigit())
+        parts.append(int(digits or 0))
+    major, minor = (parts + [0, 0])[:2]
+    if (major, minor) >= (2, 2):
+        return {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "2"}
+    if major >= 2:
+        return {"NCCL_ASYNC_ERROR_HANDLING": "2"}
+    return {"NCCL_ASYNC_ERROR_HANDLING": "0", "NCCL_BLOCKING_WAIT": "1"}
+
+
+NCCL_ERROR_HANDLING = {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING", "NCCL_BLOCKING_WAIT"}
+
 
 # The NCCL variables ringside set, and to what: a later generation's
 # settings replace them (a new member set may need another interface);
@@ -419,7 +448,7 @@ _applied_nccl = {}
 def apply_nccl_env(settings):
     """Sets the NCCL environment of a new generation: its settings
     (netopt's, through the sidecar) and NCCL_ERROR_HANDLING."""
-    for k, v in list(NCCL_ERROR_HANDLING.items()) + list((settings or {}).items()):
+    for k, v in list(nccl_error_handling().items()) + list((settings or {}).items()):
         cur = os.environ.get(k)
         if cur is not None and _applied_nccl.get(k) != cur:
             if k not in NCCL_ERROR_HANDLING and cur != v:

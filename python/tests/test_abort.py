@@ -8,6 +8,7 @@ import textwrap
 import threading
 import time
 import unittest
+from unittest import mock
 
 from torchreq import require_torch
 
@@ -142,7 +143,8 @@ class NativeAbortTest(unittest.TestCase):
 
 
 class NcclEnvTest(unittest.TestCase):
-    KEYS = ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING")
+    KEYS = ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING",
+            "NCCL_BLOCKING_WAIT")
 
     def setUp(self):
         saved = {k: os.environ.get(k) for k in self.KEYS}
@@ -169,13 +171,18 @@ class NcclEnvTest(unittest.TestCase):
         self.assertEqual(os.environ["NCCL_SOCKET_IFNAME"], "=eth1", "a later generation's settings were ignored")
         self.assertEqual(os.environ["NCCL_IB_HCA"], "=mlx5_9")
 
-    def test_the_abort_path_turns_nccls_own_error_handling_off(self):
-        _group.apply_nccl_env({})
-        self.assertEqual(os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "0")
-        os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1"  # the user's choice stands
-        _group._applied_nccl.clear()
-        _group.apply_nccl_env({})
-        self.assertEqual(os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1")
+    def test_nccl_failures_raise_on_every_torch_version(self):
+        self.assertEqual(_group.nccl_error_handling("2.11.0+cu130"), {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "2"})
+        self.assertEqual(_group.nccl_error_handling("2.2.1"), {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "2"})
+        self.assertEqual(_group.nccl_error_handling("2.1.2"), {"NCCL_ASYNC_ERROR_HANDLING": "2"})
+        self.assertEqual(_group.nccl_error_handling("1.13.1"), {"NCCL_ASYNC_ERROR_HANDLING": "0", "NCCL_BLOCKING_WAIT": "1"})
+        with mock.patch.object(_group, "nccl_error_handling", lambda: {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "2"}):
+            _group.apply_nccl_env({})
+            self.assertEqual(os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "2")
+            os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1"  # the user's choice stands
+            _group._applied_nccl.clear()
+            _group.apply_nccl_env({})
+            self.assertEqual(os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1")
 
 
 class ReexecTest(unittest.TestCase):
