@@ -18,6 +18,8 @@ import types
 import unittest
 from unittest import mock
 
+from test_commit_abort import FakeWatcher
+from test_live_features import assert_each_index_once
 from torchreq import require_torch
 
 SCHEDULES = int(__import__("os").environ.get("RINGSIDE_SCHEDULES", "200"))
@@ -54,17 +56,6 @@ class Registry:
         return self.current.world
 
 
-class Watcher:
-    def __init__(self):
-        self.latest = 0
-        self.draining = False
-        self.drain_reason = None
-        self.lost = None
-
-    def newer_than(self, generation):
-        return self.latest > generation
-
-
 class Rank:
     def __init__(self, name, n, shuffle, sampler_batch, model_seed):
         import torch
@@ -76,7 +67,8 @@ class Rank:
         self.sampler = ElasticSampler(n, shuffle=shuffle, seed=3, batch_size=sampler_batch)
         torch.manual_seed(model_seed)
         self.state = State(torch.nn.Linear(1, 1), None, rng=False, sampler=self.sampler)
-        self.watcher = Watcher()
+        self.watcher = FakeWatcher()
+        self.watcher.latest = 0
         self.state._session = _Session(self.watcher, None)
         self.gen = None
         self.rank, self.world, self.registry = 0, 1, False
@@ -275,15 +267,7 @@ class ExactlyOnceSimTest(unittest.TestCase):
         per = sim.committed()
         what = "schedule %d (%s, shuffle=%s, sampler batch_size=%s, n=%d, batch=%d, %d epochs, %d generations)" % (
             seed, mode, shuffle, sampler_batch, n, batch, epochs, sim.generation)
-        self.assertEqual(sorted(per), list(range(epochs)), what)
-        for e, idx in per.items():
-            counts = {}
-            for i in idx:
-                counts[i] = counts.get(i, 0) + 1
-            dup = sorted(i for i, c in counts.items() if c > 1)
-            missing = sorted(set(range(n)) - set(counts))
-            self.assertFalse(dup or missing, "%s: epoch %d: %d indices trained twice, %d never" % (
-                what, e, len(dup), len(missing)))
+        assert_each_index_once(self, per, n, epochs, what)
 
     def test_random_schedules(self):
         from ringside import _current

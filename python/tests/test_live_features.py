@@ -45,16 +45,22 @@ def check_exactly_once(test, lines, n, epochs):
     for f, d in batches:
         if d["step"] <= kept[f]:
             per_epoch.setdefault(d["epoch"], []).extend(d["indices"])
-    test.assertEqual(sorted(per_epoch), list(range(epochs)))
+    assert_each_index_once(test, per_epoch, n, epochs)
+    return order
+
+
+def assert_each_index_once(test, per_epoch, n, epochs, what="trained"):
+    """Asserts that per_epoch ({epoch: [indices]}) holds epochs 0 to
+    epochs-1, each with every index below n exactly once."""
+    test.assertEqual(sorted(per_epoch), list(range(epochs)), what)
     for e, idx in per_epoch.items():
         counts = {}
         for i in idx:
             counts[i] = counts.get(i, 0) + 1
         dup = sorted(i for i, c in counts.items() if c > 1)
         missing = sorted(set(range(n)) - set(counts))
-        test.assertFalse(dup or missing, "epoch %d: %d trained twice %s, %d never %s" % (
-            e, len(dup), dup[:20], len(missing), missing[:20]))
-    return order
+        test.assertFalse(dup or missing, "%s: epoch %d: %d trained twice %s, %d never %s" % (
+            what, e, len(dup), dup[:20], len(missing), missing[:20]))
 
 
 @require_torch
