@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -68,9 +69,11 @@ func startReady(t *testing.T, script string) (*launch.Process, *bufio.Reader) {
 // the SIGTERM must reach the trainer only, which finishes its step and
 // ends its workers itself, never the workers mid-batch.
 func TestProcessStopSignalsTheTrainerNotItsGroup(t *testing.T) {
-	p, out := startReady(t, `sh -c 'trap "echo worker got SIGTERM; exit 1" TERM; while :; do sleep 0.05; done' &
+	ready := filepath.Join(t.TempDir(), "worker-ready")
+	p, out := startReady(t, `sh -c 'trap "echo worker got SIGTERM; exit 1" TERM; touch `+ready+`; while :; do sleep 0.05; done' &
 worker=$!
 trap 'echo trainer got SIGTERM; sleep 0.5; kill -9 $worker; exit 0' TERM
+while [ ! -e `+ready+` ]; do sleep 0.01; done
 echo started
 wait`)
 	p.Stop(10 * time.Second)
