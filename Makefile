@@ -6,7 +6,7 @@ BIN     := bin/ringside
 # Debian's python3-torch lives in the system Python, not in a pyenv one.
 PYTHON  ?= /usr/bin/python3
 
-.PHONY: all build demo test vet bench chaos clean torch iptables podtools python-test fuzz fuzz-short generate helm promtool image demo-k8s
+.PHONY: device-check device-bin all build demo test vet bench chaos clean torch iptables podtools python-test fuzz fuzz-short generate helm promtool image demo-k8s
 
 all: build
 
@@ -150,3 +150,14 @@ image:
 ## worker and a scale-up (root; the first run builds the control plane)
 demo-k8s:
 	$(GO) run ./internal/e2e/demo
+
+## device-bin: static, stripped binaries, gzipped into bin/ for a machine without Go
+device-bin:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o bin/ringside ./cmd/ringside
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o bin/ringtrainer ./examples/ringtrainer
+	gzip -kf bin/ringside bin/ringtrainer
+
+## device-check: the GPU machine's check (hack/device-check/run.sh) on device-bin's binaries;
+## CPU_ONLY=1 runs its CPU parts only. Prints one JSON line.
+device-check: device-bin
+	PYTHON=$(PYTHON) CPU_ONLY=$(CPU_ONLY) bash hack/device-check/run.sh

@@ -6,7 +6,7 @@ import logging
 import os
 import threading
 
-from .errors import StateCorrupt
+from .errors import CheckpointFailed, StateCorrupt
 from .state import read_checkpoint, write_checkpoint
 
 log = logging.getLogger("ringside")
@@ -25,7 +25,10 @@ class Checkpointer:
             raise ValueError("checkpoint_every must be at least 1 step, got %r" % (every,))
         self.path = os.path.join(directory, FILE_NAME)
         self.every = every or 1
-        self.saved_step = None
+        self.saved_step = None  # the step of the newest checkpoint on disk (written and renamed)
+        self.failures = 0  # writes that failed
+        self.error = None  # the last failed write's CheckpointFailed, until raised
+        self._queued_step = None  # the step of the newest commit handed to the writer
         self._cond = threading.Condition()
         self._pending = None
         self._busy = False
@@ -52,27 +55,40 @@ class Checkpointer:
         return snap["step"]
 
     def committed(self, state, force=False):
-        """Called on every commit of rank 0 (and at the end, with force)."""
+        """Called on every commit of rank 0 (and at the end, with force).
+        Raises CheckpointFailed when an earlier write failed (once per
+        failure): a checkpoint that silently stopped being written would
+        lie about what a job that lost every member resumes from."""
+        with self._cond:
+            err, self.error = self.error, None
+            queued = self._queued_step
+        if err is not None:
+            raise err
         step = state.committed_step
-        last = self.saved_step if self.saved_step is not None else 0
+        last = queued if queued is not None else (self.saved_step if self.saved_step is not None else 0)
         # At each multiple of every that the commits pass (commits may skip
         # steps), and at the end.
-        if step <= last and self.saved_step is not None:
+        if step <= last and (queued is not None or self.saved_step is not None):
             return
         if not force and step // self.every <= last // self.every:
             return
         snap = state._lend()
         with self._cond:
             self._pending = snap
-            self.saved_step = step
+            self._queued_step = step
             self._cond.notify_all()
 
     def close(self, timeout=60.0):
-        """Writes what is pending, then stops."""
+        """Writes what is pending, then stops. Raises CheckpointFailed when
+        a write failed and was not reported yet."""
         with self._cond:
             self._stop = True
             self._cond.notify_all()
         self._thread.join(timeout)
+        with self._cond:
+            err, self.error = self.error, None
+        if err is not None:
+            raise err
 
     def _run(self):
         while True:
@@ -84,6 +100,16 @@ class Checkpointer:
                     return
             try:
                 write_checkpoint(self.path, snap)
-                log.debug("checkpoint of step %d written to %s", snap["step"], self.path)
-            except Exception as e:  # a full disk must not end training
-                log.warning("could not write the checkpoint %s: %s", self.path, e)
+            except Exception as e:
+                err = e if isinstance(e, CheckpointFailed) else CheckpointFailed(
+                    "could not write the checkpoint %s: %s" % (self.path, e))
+                log.error("%s", err)
+                with self._cond:
+                    self.failures += 1
+                    self.error = err
+                    # The next commit is written again, whatever its step.
+                    self._queued_step = self.saved_step
+                continue
+            with self._cond:
+                self.saved_step = snap["step"]  # on disk now, not before
+            log.debug("checkpoint of step %d written to %s", snap["step"], self.path)

@@ -81,6 +81,7 @@ class Group:
         self._pg = pg  # the process group object this Group aborts, never a later one
         self._sockets = {}  # {inode: peer host}
         self._lock = threading.Lock()
+        self._abort_done = threading.Event()  # set once an abort has run
         self.aborted = False
         self.destroyed = False
 
@@ -110,16 +111,21 @@ class Group:
 
     def abort(self, why=""):
         """Makes any collective blocked in this group fail at once. Safe from
-        any thread, more than once."""
-        # Under the lock, so destroy() (which takes it first) cannot run
-        # meanwhile: an abort that comes as the group is destroyed and the
-        # next one formed never reaches the next one.
+        any thread, more than once. Only this generation's own group object
+        is aborted (never torch's default-group registry), and torch's
+        native abort runs outside the lock: it may block while NCCL tears
+        its communicators down, and destroy() waits for it instead of
+        racing it."""
         with self._lock:
             if self.aborted or self.destroyed:
                 return
             self.aborted = True
-            native = _native_abort(self.backend, self._pg)
-            n = _sockets.shutdown(set(self._sockets)) if self._sockets else 0
+            pg, sockets = self._pg, set(self._sockets)
+        try:
+            native = _native_abort(self.backend, pg)
+            n = _sockets.shutdown(sockets) if sockets else 0
+        finally:
+            self._abort_done.set()
         log.info("aborted the process group of generation %d (%s): native abort %s, %d sockets shut down",
                  self.generation, why or "asked", "used" if native else "not available", n)
         threading.Thread(target=self._watch_abort, name="ringside-abort", daemon=True).start()
@@ -155,6 +161,10 @@ class Group:
             if self.destroyed:
                 return
             self.destroyed = True
+            aborting = self.aborted
+        if aborting and not self._abort_done.wait(_ABORT_WAIT_S):
+            log.warning("generation %d: the abort of the group has not returned after %.0fs; destroying it anyway",
+                        self.generation, _ABORT_WAIT_S)
         import torch.distributed as dist
 
         # The group object itself goes last, in a thread of its own (see
@@ -179,6 +189,9 @@ class Group:
         t.start()
         log.debug("generation %d: group destroyed in %.3fs, gc %.3fs", self.generation, t1 - t0, time.monotonic() - t1)
 
+
+# How long destroy() waits for an abort running in another thread.
+_ABORT_WAIT_S = 30.0
 
 # The threads that destruct groups (see _release), waited for at exit: a
 # group destructed while the process exits aborts it.
@@ -216,27 +229,19 @@ def _default_group():
         return None
 
 
-def _native_abort(backend, pg=None):
-    """Calls torch's own abort of pg (the group formed for this generation;
-    None: the default group), where torch has one (not for gloo: aborting a
-    gloo group is what the socket shutdown does)."""
-    if backend == "gloo":
+def _native_abort(backend, pg):
+    """Calls torch's own abort of pg, the group formed for this generation,
+    where torch has one (not for gloo: aborting a gloo group is what the
+    socket shutdown does). Only pg's own abort, or its NCCL backend's: never
+    c10d._abort_process_group, which on torch >= 2.6 aborts the default
+    group through the registry and clears it while the training thread may
+    still be inside a collective, and never whatever group is the default
+    now (a later generation's)."""
+    if backend == "gloo" or pg is None:
         return False
     try:
         import torch
-        from torch.distributed import distributed_c10d as c10d
     except ImportError:
-        return False
-    if pg is None:
-        pg = _default_group()
-    fn = getattr(c10d, "_abort_process_group", None)  # torch >= 2.6
-    if fn is not None:
-        try:
-            fn(pg) if pg is not None else fn()
-            return True
-        except Exception as e:
-            log.debug("_abort_process_group: %s", e)
-    if backend != "nccl" or pg is None:
         return False
     candidates = [pg]
     get_backend = getattr(pg, "_get_backend", None)
@@ -398,12 +403,41 @@ def form(r, local_rank, backend=None, timeout=60.0, form_timeout=60.0, should_st
                  peers=peers or None, pg=_default_group())
 
 
-# What the abort path needs of NCCL: with asynchronous error handling on
-# (torch 2.x's default, 3), NCCL's watchdog tears the process down when a
-# collective fails or times out, and a survivor whose group ringside aborted
-# would die with it; ringside aborts the communicators itself (the watcher)
-# and re-forms. A value the user set is kept.
-NCCL_ERROR_HANDLING = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0", "NCCL_ASYNC_ERROR_HANDLING": "0"}
+# What NCCL needs so that a failed or timed-out collective raises in the
+# training thread, and the process lives on for ringside to re-form:
+# - torch >= 2.2: TORCH_NCCL_ASYNC_ERROR_HANDLING=2 (CleanUpOnly: the
+#   watchdog aborts the communicators and the error surfaces at the next
+#   wait; 1 would tear the whole process down, 0 never raises on a
+#   timeout at all);
+# - torch 2.0 and 2.1: the same mode under its older name,
+#   NCCL_ASYNC_ERROR_HANDLING=2;
+# - torch 1.x: no such mode; NCCL_BLOCKING_WAIT=1 makes wait() raise at
+#   the collective timeout instead, and async handling stays off.
+# A value the user set is kept.
+def nccl_error_handling(version=None):
+    """The variables above for a torch version string (default: the
+    installed torch's)."""
+    if version is None:
+        try:
+            import torch
+
+            version = torch.__version__
+        except ImportError:
+            version = "0"
+    parts = []
+    for p in str(version).split("+")[0].split(".")[:2]:
+        digits = "".join(c for c in p if c.isdigit())
+        parts.append(int(digits or 0))
+    major, minor = (parts + [0, 0])[:2]
+    if (major, minor) >= (2, 2):
+        return {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "2"}
+    if major >= 2:
+        return {"NCCL_ASYNC_ERROR_HANDLING": "2"}
+    return {"NCCL_ASYNC_ERROR_HANDLING": "0", "NCCL_BLOCKING_WAIT": "1"}
+
+
+NCCL_ERROR_HANDLING = {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING", "NCCL_BLOCKING_WAIT"}
+
 
 # The NCCL variables ringside set, and to what: a later generation's
 # settings replace them (a new member set may need another interface);
@@ -414,7 +448,7 @@ _applied_nccl = {}
 def apply_nccl_env(settings):
     """Sets the NCCL environment of a new generation: its settings
     (netopt's, through the sidecar) and NCCL_ERROR_HANDLING."""
-    for k, v in list(NCCL_ERROR_HANDLING.items()) + list((settings or {}).items()):
+    for k, v in list(nccl_error_handling().items()) + list((settings or {}).items()):
         cur = os.environ.get(k)
         if cur is not None and _applied_nccl.get(k) != cur:
             if k not in NCCL_ERROR_HANDLING and cur != v:

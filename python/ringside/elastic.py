@@ -38,12 +38,14 @@ import time
 from typing import Any, Callable, Optional
 
 from . import _checkpoint
+from . import _current
 from . import _failure
 from . import _group
 from . import _watcher
 from ._watcher import Heartbeats, Watcher
 from .client import ACTIVE, Client
-from .errors import IncompatibleSidecar, RingsideError, SidecarError, SidecarLost, SidecarUnreachable, StateCorrupt
+from .errors import (CheckpointFailed, IncompatibleSidecar, RingsideError, SidecarError, SidecarLost, SidecarUnreachable,
+                     StateCorrupt)
 from .state import DrainRequested, GenerationChanged, Interrupted, State
 
 __all__ = ["run", "State", "Interrupted", "GenerationChanged", "DrainRequested", "StateCorrupt", "ElasticSampler",
@@ -74,21 +76,31 @@ class _Session:
         self.beats = beats
         self.checkpointer = checkpointer
 
-    def check(self, generation):
+    def check(self, generation, drain=True):
         w = self.watcher
         if w.lost is not None:
             raise w.lost
-        if w.draining:
+        if drain and w.draining:
             raise DrainRequested(w.drain_reason or "drain")
         if w.newer_than(generation):
             raise GenerationChanged("generation %d announced" % w.latest)
+
+    def aborted(self, generation):
+        """Whether the group of generation was aborted (or is about to be):
+        a step that ended after that may hold the result of an aborted
+        collective, and is never committed."""
+        g = _current.group()
+        return (g is not None and g.aborted) or self.watcher.newer_than(generation) or self.watcher.lost is not None
 
     def committed(self, state, step_time_s):
         gns = state._fold_gns()
         if self.beats is not None:
             self.beats.post(state.step, state.samples, step_time_s, state.generation, gns)
         if self.checkpointer is not None and state.rank == 0:
-            self.checkpointer.committed(state)
+            try:
+                self.checkpointer.committed(state)
+            finally:
+                state.stats["checkpoint_failures"] = self.checkpointer.failures
 
 
 class _Drained(Exception):
@@ -168,6 +180,7 @@ def run(train_fn: Callable[["State"], Any], state: "State", socket: Optional[str
         checkpointer.load_into(state)
     state._session = _Session(watcher, beats, checkpointer)
     state.local_rank = local_rank
+    _current.enter()
     restore_signals = _drain_on_sigterm(client, watcher) if handle_sigterm else (lambda: None)
     trainer = _Trainer(client, watcher, state, train_fn, local_rank, backend, timeout, form_timeout,
                        reform_after, connect_timeout, stuck_restart_after, max_retries)
@@ -175,19 +188,27 @@ def run(train_fn: Callable[["State"], Any], state: "State", socket: Optional[str
     # group in a cycle); with the objects alive now (torch, the model) set
     # aside, it looks at that generation's garbage only: ms, not 100s of ms.
     gc.freeze()
+    failed = False
     try:
         return trainer.loop()
     except BaseException as e:
+        failed = True
         if not isinstance(e, (SidecarLost, SidecarUnreachable, IncompatibleSidecar)):
             _leave(client, e)
         raise
     finally:
         restore_signals()
         if checkpointer is not None:
-            if state.rank == 0:
-                checkpointer.committed(state, force=True)
-            checkpointer.close()
+            try:
+                if state.rank == 0:
+                    checkpointer.committed(state, force=True)
+                checkpointer.close()
+            except CheckpointFailed:
+                state.stats["checkpoint_failures"] = checkpointer.failures
+                if not failed:  # else the error in flight goes first; the log has this one
+                    raise
         state._session = None
+        _current.leave()
         watcher.stop()
         if beats is not None:
             beats.stop()
@@ -291,6 +312,7 @@ class _Trainer:
         except _group.FormationFailed as e:
             return False, None, self.broken(r, e)
         group.stuck_after, group.on_stuck = self.stuck_restart_after, lambda g: _leave_stuck(g, watcher.draining, watcher)
+        _current.set_group(group)
         watcher.attach(group, [m.id for m in r.members])
         state.rank, state.world_size, state.generation, state.member = group.rank, group.world_size, r.generation, r.member
         await_drain = True
@@ -332,6 +354,7 @@ class _Trainer:
                 raise
         finally:
             watcher.detach()
+            _current.clear_group(group)
             if await_drain and watcher.draining and not watcher.newer_than(r.generation) and watcher.lost is None:
                 while not watcher.newer_than(r.generation) and watcher.lost is None:
                     watcher.wait(0.5)

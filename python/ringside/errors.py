@@ -66,3 +66,9 @@ class SidecarLost(RingsideError):
 class CollectiveFailed(RingsideError):
     """A collective of ringside's own (the sync of a new group) failed: the
     group broke while it formed. run() re-forms; train_fn never sees it."""
+
+
+class CheckpointFailed(RingsideError):
+    """A checkpoint could not be written (a full disk, a read-only
+    directory). The previous checkpoint file is untouched and still loads;
+    run() raises this from the next commit of the rank that writes."""

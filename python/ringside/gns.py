@@ -80,7 +80,9 @@ class GradientNoiseScale:
         import torch.distributed as dist
 
         t = bucket.buffer()
-        world = dist.get_world_size()
+        from . import _current
+
+        world = _current.rank_world()[1]
         local = t.detach().float().pow(2).sum()
         t.div_(world)
         fut = dist.all_reduce(t, async_op=True).get_future()

@@ -53,16 +53,17 @@ another.
 from typing import Optional
 
 import torch
-import torch.distributed as dist
 from torch.utils.data import Sampler
+
+from . import _current
 
 __all__ = ["ElasticSampler", "collate_allow_empty"]
 
 
 def _world():
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
+    """This process's (rank, world size): the group run() formed, never
+    torch's registry (see _current)."""
+    return _current.rank_world()
 
 
 def rounds(left, world, batch):

@@ -354,12 +354,29 @@ class State:
         commit_every steps, or with force), reports the step to the sidecar
         (in the background), then, with check, raises GenerationChanged or
         DrainRequested when the group must re-form or this member leave.
-        Call it after each step."""
+        Call it after each step. With check, a newer generation is looked
+        for before the copy, and a copy taken while the group was aborted
+        is dropped: a step whose collectives may have been aborted is never
+        committed (a drain still commits the step first)."""
         prev = self._snapshot["step"] if self._snapshot is not None else self.step
+        session = self._session
+        if check and session is not None:
+            # Before the copy: a step that ended after a newer generation was
+            # announced (its collectives may have been aborted: on NCCL an
+            # aborted all-reduce can return without raising) is never
+            # committed, so it can never be synced to the others.
+            session.check(self.generation, drain=False)
         if force or self.commit_every == 1 or self.step - prev >= self.commit_every or self.step < prev:
             t0 = time.perf_counter()
             self._complete()
             old, self._snapshot = self._snapshot, self._capture(self._spare)
+            if check and session is not None and session.aborted(self.generation):
+                # The group was aborted while the copy was taken: the step
+                # may be an aborted one. Keep the commit before it.
+                self._complete()
+                self._snapshot, self._spare = old, self._snapshot
+                session.check(self.generation, drain=False)
+                raise GenerationChanged("the group of generation %d was aborted during the commit" % self.generation)
             self._spare = old if old is not None and old is not self._lent else None
             took = time.perf_counter() - t0
             st = self.stats
@@ -367,8 +384,8 @@ class State:
             st["commit_s"] += took
             st["last_commit_s"] = took
             now = time.monotonic()
-            if self._session is not None and self.step > prev:
-                self._session.committed(self, (now - self._committed_at) / (self.step - prev))
+            if session is not None and self.step > prev:
+                session.committed(self, (now - self._committed_at) / (self.step - prev))
             self._committed_at = now
         if check:
             self.check()
@@ -462,21 +479,23 @@ class State:
         import torch.distributed as dist
 
         self._complete()
-        rank, world = dist.get_rank(), dist.get_world_size()
-        dev = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
-        # One collective tells every rank every rank's step and the digest
-        # of the parameters it restored from its own commit. When all are
-        # equal (a member left: the survivors hold the same commit) that
-        # is the whole sync.
+        rank, world, backend = _session_group()
+        dev = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+        # One collective tells every rank every rank's step, the digest of
+        # the parameters it restored from its own commit and the digest of
+        # the rest of that commit (samplers, schedulers, fields: what decides
+        # which data the next steps train). When all are equal (a member
+        # left: the survivors hold the same commit) that is the whole sync.
         self.restore()
         own_step, restored = self._snapshot["step"], self.digest()
-        mine_t = torch.tensor([own_step] + list(restored), dtype=torch.int64, device=dev)
+        mine_t = torch.tensor([own_step] + list(restored) + list(commit_digest(self._snapshot)), dtype=torch.int64,
+                              device=dev)
         commits = [torch.zeros_like(mine_t) for _ in range(world)]
         _collective(dist.all_gather, commits, mine_t)
-        steps = [int(t[0].item()) for t in commits]
-        src = steps.index(max(steps))
-        behind = [r for r in range(world) if steps[r] != steps[src]]
-        if not behind and all(torch.equal(t, commits[src]) for t in commits):
+        entries = [(int(t[0].item()), bytes(int(x) for x in t[1:33].tolist()), bytes(int(x) for x in t[33:].tolist()))
+                   for t in commits]
+        src, behind = plan_sync(entries)
+        if not behind and all(e == entries[src] for e in entries):
             self.stats["last_sync_bytes"] = 0
             return src
         broadcast = len(behind) > (world - 1) // 2 and len(behind) > 1
@@ -485,6 +504,7 @@ class State:
         if behind:
             payload = None
             header = torch.zeros(33, dtype=torch.int64, device=dev)
+            steps = [e[0] for e in entries]
             if rank == src:
                 payload = _serialize(self._snapshot)
                 header = torch.tensor([len(payload)] + list(hashlib.sha256(payload).digest()), dtype=torch.int64,
@@ -523,7 +543,7 @@ class State:
         import torch
         import torch.distributed as dist
 
-        rank = dist.get_rank()
+        rank = _session_group()[0]
         if broadcast:
             _collective(dist.broadcast, header, src)
         elif rank == src:
@@ -566,42 +586,100 @@ class State:
         return None
 
 
-def write_checkpoint(path, snapshot):
-    """Writes snapshot (a commit) to path atomically."""
-    payload = _codec.encode(snapshot)
+def _session_group():
+    """(rank, world size, backend) of the group run() trains in (see
+    _current); outside run(), torch's default group."""
+    from . import _current
+
+    g = _current.group()
+    if g is not None:
+        return g.rank, g.world_size, g.backend
+    import torch.distributed as dist
+
+    rank, world = _current.rank_world()
+    return rank, world, dist.get_backend()
+
+
+def commit_digest(snapshot):
+    """SHA-256 of what a commit holds besides the model and the optimizer:
+    the registered objects' states (samplers, schedulers, scalers) and the
+    plain fields. Ranks of one step must agree on it as on the parameters:
+    a sampler's state decides which indices the next steps train."""
+    return hashlib.sha256(_codec.encode({"objects": snapshot.get("objects") or {},
+                                         "fields": snapshot.get("fields") or {}})).digest()
+
+
+def plan_sync(entries):
+    """Which rank sends its commit and which ranks take it, given every
+    rank's (step, parameter digest, commit digest): the lowest rank holding
+    the newest step sends; a rank receives when its step or its commit
+    digest differs from the sender's. A rank of the same step and commit
+    digest whose parameters differ receives nothing (the comparison after
+    the sync reports it)."""
+    steps = [e[0] for e in entries]
+    src = steps.index(max(steps))
+    behind = [r for r, e in enumerate(entries) if e[0] != entries[src][0] or e[2] != entries[src][2]]
+    return src, behind
+
+
+def write_checkpoint(path, snapshot, kind="commit"):
+    """Writes snapshot (a commit; with kind "object", any plain data and
+    tensors) to path atomically: a temporary file in the same directory,
+    written and fsynced, renamed over path, the directory fsynced. Raises
+    CheckpointFailed when any of it fails; a previous file at path is then
+    untouched."""
+    from .errors import CheckpointFailed
+
+    try:
+        payload = _codec.encode(snapshot if kind == "commit" else {"$ringside-object": snapshot})
+    except _codec.Unsupported as e:
+        raise CheckpointFailed("not writing %s: %s" % (path, e)) from None
     d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
     tmp = os.path.join(d, ".%s.tmp-%d-%d" % (os.path.basename(path), os.getpid(), threading.get_ident()))
     try:
+        os.makedirs(d, exist_ok=True)
         with open(tmp, "wb") as f:
             f.write(payload)
             f.write(hashlib.sha256(payload).digest())
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        fd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # the rename itself
+        finally:
+            os.close(fd)
+    except OSError as e:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise CheckpointFailed("could not write the checkpoint %s: %s (the previous file, if any, is unchanged)"
+                               % (path, e)) from e
     except BaseException:
         try:
             os.remove(tmp)
         except OSError:
             pass
         raise
-    try:
-        fd = os.open(d, os.O_RDONLY)
-        try:
-            os.fsync(fd)  # the rename itself
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
 
 
-def read_checkpoint(path):
-    """The commit in the checkpoint at path; StateCorrupt when damaged."""
+def read_checkpoint(path, kind="commit"):
+    """The commit in the checkpoint at path; StateCorrupt when damaged.
+    With kind None, whatever ringside.save wrote (a commit or an object)."""
     with open(path, "rb") as f:
         raw = f.read()
     payload, digest = raw[:-_DIGEST_LEN], raw[-_DIGEST_LEN:]
     if len(raw) <= _DIGEST_LEN or hashlib.sha256(payload).digest() != digest:
         raise StateCorrupt("the checkpoint %s is damaged (its SHA-256 does not match); not loading it" % path)
+    if kind is None:
+        try:
+            obj = _codec.decode(payload)
+        except (ValueError, TypeError, KeyError, OverflowError) as e:
+            raise StateCorrupt("the checkpoint %s: refused: %s" % (path, e)) from None
+        if isinstance(obj, dict) and set(obj) == {"$ringside-object"}:
+            return obj["$ringside-object"]
+        return obj
     try:
         return _deserialize(payload)
     except StateCorrupt as e:

@@ -52,6 +52,11 @@ def main():
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--loader-workers", type=int, default=0)
+    p.add_argument("--loader", choices=("batches", "sampler", "single"), default="batches",
+                   help="batches: DataLoader(batch_sampler=sampler.batches(B)); sampler: DataLoader(sampler=sampler, "
+                        "batch_size=B); single: DataLoader(sampler=sampler, batch_size=None), one index per step")
+    p.add_argument("--shuffle", type=int, default=1)
+    p.add_argument("--seed", type=int, default=7)
     p.add_argument("--checkpoint-dir", default=None)
     p.add_argument("--checkpoint-every", type=int, default=1)
     a = p.parse_args()
@@ -72,7 +77,7 @@ def main():
     fields = dict(scheduler=sched, scaler=scaler, epoch=0)
     sampler = None
     if a.sampler:
-        sampler = elastic.ElasticSampler(a.dataset, shuffle=True, seed=7)
+        sampler = elastic.ElasticSampler(a.dataset, shuffle=bool(a.shuffle), seed=a.seed)
         fields["sampler"] = sampler
     state = elastic.State(model, opt, **fields)
     w_true = torch.linspace(-1, 1, 8).unsqueeze(1)
@@ -106,11 +111,17 @@ def main():
         emit(event="ring", generation=state.generation, rank=state.rank, world=state.world_size,
              step=state.step, checksum=state.checksum(), epoch=sampler.epoch)
         ddp = DistributedDataParallel(state.model)
-        loader = DataLoader(Indexed(a.dataset), batch_sampler=sampler.batches(a.batch),
-                            num_workers=a.loader_workers, collate_fn=elastic.collate_allow_empty())
+        if a.loader == "batches":
+            loader = DataLoader(Indexed(a.dataset), batch_sampler=sampler.batches(a.batch),
+                                num_workers=a.loader_workers, collate_fn=elastic.collate_allow_empty())
+        else:
+            loader = DataLoader(Indexed(a.dataset), sampler=sampler, num_workers=a.loader_workers,
+                                batch_size=None if a.loader == "single" else a.batch)
         while sampler.epoch < a.epochs:
             for batch in loader:
                 idx, x = batch if batch is not None else (torch.zeros(0, dtype=torch.int64), torch.zeros(0, 8))
+                if a.loader == "single":
+                    idx, x = torch.tensor([idx]), x.unsqueeze(0)
                 emit(event="batch", generation=state.generation, rank=state.rank, step=state.step + 1,
                      epoch=sampler.epoch, indices=idx.tolist())
                 step_on(ddp, x, state.step + 1, {"epoch": sampler.epoch})

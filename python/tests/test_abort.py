@@ -8,6 +8,7 @@ import textwrap
 import threading
 import time
 import unittest
+from unittest import mock
 
 from torchreq import require_torch
 
@@ -80,13 +81,22 @@ class NativeAbortTest(unittest.TestCase):
 
     def test_gloo_never_uses_a_native_abort(self):
         self.patch("_abort_process_group", lambda group=None: self.calls.append("abort_process_group"))
-        self.assertFalse(_group._native_abort("gloo"))
+        pg = type("PG", (), {"abort": lambda self: self.calls.append("pg.abort")})()
+        self.assertFalse(_group._native_abort("gloo", pg))
         self.assertEqual(self.calls, [])
 
-    def test_abort_process_group_where_torch_has_it(self):
-        self.patch("_abort_process_group", lambda group=None: self.calls.append("abort_process_group"))
-        self.assertTrue(_group._native_abort("nccl"))
-        self.assertEqual(self.calls, ["abort_process_group"])
+    def test_the_registry_wide_abort_is_never_used(self):
+        # torch >= 2.6: _abort_process_group on the default group clears the
+        # registry under the training thread; the group's own abort does not.
+        calls = self.calls
+
+        class PG:
+            def abort(self):
+                calls.append("pg.abort")
+
+        self.patch("_abort_process_group", lambda group=None: calls.append("abort_process_group"))
+        self.assertTrue(_group._native_abort("nccl", PG()))
+        self.assertEqual(calls, ["pg.abort"])
 
     def test_the_nccl_backends_abort_on_older_2x(self):
         calls = self.calls
@@ -99,23 +109,21 @@ class NativeAbortTest(unittest.TestCase):
             def _get_backend(self, device):
                 return Backend()
 
-        if hasattr(self.c10d, "_abort_process_group"):
-            self.patch("_abort_process_group", None)
-        self.patch("_get_default_group", lambda: PG())
-        self.assertTrue(_group._native_abort("nccl"))
+        self.assertTrue(_group._native_abort("nccl", PG()))
         self.assertEqual(calls, ["backend.abort"])
 
     def test_no_abort_on_1_13_nccl(self):
-        if hasattr(self.c10d, "_abort_process_group"):
-            self.patch("_abort_process_group", None)
-        self.patch("_get_default_group", lambda: object())
-        self.assertFalse(_group._native_abort("nccl"))
-
+        self.assertFalse(_group._native_abort("nccl", object()))
+        self.assertFalse(_group._native_abort("nccl", None))
 
     def test_the_abort_is_bound_to_the_group_it_was_formed_for(self):
         calls = self.calls
-        self.patch("_abort_process_group", lambda group=None: calls.append(group))
-        mine, later = object(), object()
+
+        class PG:
+            def abort(self):
+                calls.append(self)
+
+        mine, later = PG(), PG()
         self.patch("_get_default_group", lambda: later)  # the next generation's, by now
         g = _group.Group(generation=7, rank=1, world_size=3, backend="nccl", server=None, store=None, before=set(),
                          master_port=29500, timeout_s=60, pg=mine)
@@ -125,9 +133,9 @@ class NativeAbortTest(unittest.TestCase):
 
     def test_an_abort_after_destroy_reaches_nothing(self):
         calls = self.calls
-        self.patch("_abort_process_group", lambda group=None: calls.append(group))
+        pg = type("PG", (), {"abort": lambda self: calls.append(self)})()
         g = _group.Group(generation=7, rank=1, world_size=3, backend="nccl", server=None, store=None, before=set(),
-                         master_port=29500, timeout_s=60, pg=object())
+                         master_port=29500, timeout_s=60, pg=pg)
         g._store = type("S", (), {"close": lambda self: None})()
         g.destroy()
         g.abort("late")
@@ -135,7 +143,8 @@ class NativeAbortTest(unittest.TestCase):
 
 
 class NcclEnvTest(unittest.TestCase):
-    KEYS = ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING")
+    KEYS = ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING",
+            "NCCL_BLOCKING_WAIT")
 
     def setUp(self):
         saved = {k: os.environ.get(k) for k in self.KEYS}
@@ -162,13 +171,18 @@ class NcclEnvTest(unittest.TestCase):
         self.assertEqual(os.environ["NCCL_SOCKET_IFNAME"], "=eth1", "a later generation's settings were ignored")
         self.assertEqual(os.environ["NCCL_IB_HCA"], "=mlx5_9")
 
-    def test_the_abort_path_turns_nccls_own_error_handling_off(self):
-        _group.apply_nccl_env({})
-        self.assertEqual(os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "0")
-        os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1"  # the user's choice stands
-        _group._applied_nccl.clear()
-        _group.apply_nccl_env({})
-        self.assertEqual(os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1")
+    def test_nccl_failures_raise_on_every_torch_version(self):
+        self.assertEqual(_group.nccl_error_handling("2.11.0+cu130"), {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "2"})
+        self.assertEqual(_group.nccl_error_handling("2.2.1"), {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "2"})
+        self.assertEqual(_group.nccl_error_handling("2.1.2"), {"NCCL_ASYNC_ERROR_HANDLING": "2"})
+        self.assertEqual(_group.nccl_error_handling("1.13.1"), {"NCCL_ASYNC_ERROR_HANDLING": "0", "NCCL_BLOCKING_WAIT": "1"})
+        with mock.patch.object(_group, "nccl_error_handling", lambda: {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "2"}):
+            _group.apply_nccl_env({})
+            self.assertEqual(os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "2")
+            os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1"  # the user's choice stands
+            _group._applied_nccl.clear()
+            _group.apply_nccl_env({})
+            self.assertEqual(os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1")
 
 
 class ReexecTest(unittest.TestCase):

@@ -21,6 +21,48 @@ def by_step(lines, worker, generation=None):
             and (generation is None or d["generation"] == generation)}
 
 
+def check_exactly_once(test, lines, n, epochs):
+    """Asserts that in the committed history every index of each epoch was
+    trained exactly once; returns the formations in order."""
+    # A formation is (generation, k): the k-th time a worker formed that
+    # generation (a group that broke without a new generation is formed
+    # again). Its steps up to where the next formation went on from are
+    # the committed history; the others were rolled back.
+    formation, starts, seen = {}, {}, {}
+    per_epoch = {}
+    batches = []
+    for d in lines:
+        w = d["worker"]
+        if d.get("event") == "ring":
+            k = seen[(w, d["generation"])] = seen.get((w, d["generation"]), -1) + 1
+            formation[w] = (d["generation"], k)
+            starts.setdefault(formation[w], set()).add(d["step"])
+        elif d.get("event") == "batch":
+            batches.append((formation[w], d))
+    test.assertTrue(all(len(v) == 1 for v in starts.values()), "ranks synced to different steps: %s" % starts)
+    order = sorted(starts)
+    kept = {f: next(iter(starts[order[i + 1]])) if i + 1 < len(order) else 10 ** 9 for i, f in enumerate(order)}
+    for f, d in batches:
+        if d["step"] <= kept[f]:
+            per_epoch.setdefault(d["epoch"], []).extend(d["indices"])
+    assert_each_index_once(test, per_epoch, n, epochs)
+    return order
+
+
+def assert_each_index_once(test, per_epoch, n, epochs, what="trained"):
+    """Asserts that per_epoch ({epoch: [indices]}) holds epochs 0 to
+    epochs-1, each with every index below n exactly once."""
+    test.assertEqual(sorted(per_epoch), list(range(epochs)), what)
+    for e, idx in per_epoch.items():
+        counts = {}
+        for i in idx:
+            counts[i] = counts.get(i, 0) + 1
+        dup = sorted(i for i, c in counts.items() if c > 1)
+        missing = sorted(set(range(n)) - set(counts))
+        test.assertFalse(dup or missing, "%s: epoch %d: %d trained twice %s, %d never %s" % (
+            what, e, len(dup), dup[:20], len(missing), missing[:20]))
+
+
 @require_torch
 class RestoreTest(unittest.TestCase):
     def test_a_kill_and_a_replacement_train_bit_for_bit_as_an_undisturbed_run(self):
@@ -84,33 +126,27 @@ class SamplerTest(unittest.TestCase):
             self.assertEqual(h.procs[w].wait(90), 0, h.log(w))
         self.assertEqual(h.procs["w1"].wait(20), 0, h.log("w1"))
 
-        # A formation is (generation, k): the k-th time a worker formed that
-        # generation (a group that broke without a new generation is formed
-        # again). Its steps up to where the next formation went on from are
-        # the committed history; the others were rolled back.
-        formation, starts, seen = {}, {}, {}
-        per_epoch = {}
-        batches = []
-        for d in h.lines:
-            w = d["worker"]
-            if d.get("event") == "ring":
-                k = seen[(w, d["generation"])] = seen.get((w, d["generation"]), -1) + 1
-                formation[w] = (d["generation"], k)
-                starts.setdefault(formation[w], set()).add(d["step"])
-            elif d.get("event") == "batch":
-                batches.append((formation[w], d))
-        self.assertTrue(all(len(v) == 1 for v in starts.values()), "ranks synced to different steps: %s" % starts)
-        order = sorted(starts)
-        kept = {f: next(iter(starts[order[i + 1]])) if i + 1 < len(order) else 10 ** 9 for i, f in enumerate(order)}
-        for f, d in batches:
-            if d["step"] <= kept[f]:
-                per_epoch.setdefault(d["epoch"], []).extend(d["indices"])
-        self.assertEqual(sorted(per_epoch), list(range(epochs)))
-        for e, idx in per_epoch.items():
-            dup = sorted({i for i in idx if idx.count(i) > 1})
-            missing = sorted(set(range(n)) - set(idx))
-            self.assertFalse(dup or missing, "epoch %d: trained twice %s, never %s" % (e, dup[:20], missing[:20]))
+        order = check_exactly_once(self, h.lines, n, epochs)
         self.assertGreater(len({g for g, _ in order}), 3)
+
+
+    def test_a_kill_then_a_whole_epoch_at_the_new_size_with_a_dataloader_sampler(self):
+        # DataLoader(sampler=sampler, batch_size=8) with a worker, a commit
+        # every step, 2 epochs; one of 4 workers is killed in epoch 0, and
+        # epoch 1 runs at world 3 with no fault in it.
+        n, epochs = 960, 2
+        args = ["--sampler", "--loader", "sampler", "--dataset", str(n), "--batch", "8", "--epochs", str(epochs),
+                "--step-time", "0.01", "--loader-workers", "1", "--seed", "3"]
+        h = Harness(self, port=29530)
+        ws = [h.add(worker=RICH, args=args) for i in range(4)]
+        h.job.commit(ws)
+        h.all_step(ws, 1, min_step=3)
+        os.kill(h.procs["w2"].pid, signal.SIGKILL)
+        ring = ["w0", "w1", "w3"]
+        h.job.commit(ring, reason="w2 dead")
+        for w in ring:
+            self.assertEqual(h.procs[w].wait(120), 0, h.log(w))
+        check_exactly_once(self, h.lines, n, epochs)
 
 
 @require_torch

@@ -28,28 +28,15 @@ type EnvOptions struct {
 // already in base are overridden, except OMP_NUM_THREADS and NCCL settings
 // the user set.
 func Env(base []string, r *api.Rendezvous, slot int, o EnvOptions) []string {
-	rank := r.Rank + slot
-	set := map[string]string{
-		"RANK":                         strconv.Itoa(rank),
-		"LOCAL_RANK":                   strconv.Itoa(slot),
-		"WORLD_SIZE":                   strconv.Itoa(r.WorldSize),
+	set := rankVars(r, slot)
+	maps.Copy(set, map[string]string{
 		"LOCAL_WORLD_SIZE":             strconv.Itoa(r.LocalWorldSize),
-		"GROUP_RANK":                   strconv.Itoa(r.GroupRank),
-		"NODE_RANK":                    strconv.Itoa(r.GroupRank),
-		"GROUP_WORLD_SIZE":             strconv.Itoa(r.NumGroups),
-		"ROLE_NAME":                    "default",
-		"ROLE_RANK":                    strconv.Itoa(rank),
-		"ROLE_WORLD_SIZE":              strconv.Itoa(r.WorldSize),
-		"MASTER_ADDR":                  r.MasterAddr,
-		"MASTER_PORT":                  strconv.Itoa(r.MasterPort),
 		"TORCHELASTIC_RESTART_COUNT":   strconv.Itoa(o.RestartCount),
 		"TORCHELASTIC_MAX_RESTARTS":    strconv.Itoa(o.MaxRestarts),
 		"TORCHELASTIC_RUN_ID":          o.RunID,
 		"TORCHELASTIC_USE_AGENT_STORE": "False",
-		"RINGSIDE_GENERATION":          strconv.FormatInt(r.Generation, 10),
-		"RINGSIDE_MEMBER":              r.Member,
 		"RINGSIDE_SOCKET":              o.Socket,
-	}
+	})
 	keep := envKeys(base)
 	// torchrun sets OMP_NUM_THREADS=1 for several workers per node unless
 	// the user chose a value.
@@ -62,6 +49,27 @@ func Env(base []string, r *api.Rendezvous, slot int, o EnvOptions) []string {
 		}
 	}
 	return setEnv(base, set)
+}
+
+// rankVars are the variables of torchrun's contract that slot's place in
+// generation r decides: its rank, the world, rank 0's address.
+func rankVars(r *api.Rendezvous, slot int) map[string]string {
+	rank := r.Rank + slot
+	return map[string]string{
+		"RANK":                strconv.Itoa(rank),
+		"LOCAL_RANK":          strconv.Itoa(slot),
+		"WORLD_SIZE":          strconv.Itoa(r.WorldSize),
+		"GROUP_RANK":          strconv.Itoa(r.GroupRank),
+		"NODE_RANK":           strconv.Itoa(r.GroupRank),
+		"GROUP_WORLD_SIZE":    strconv.Itoa(r.NumGroups),
+		"ROLE_NAME":           "default",
+		"ROLE_RANK":           strconv.Itoa(rank),
+		"ROLE_WORLD_SIZE":     strconv.Itoa(r.WorldSize),
+		"MASTER_ADDR":         r.MasterAddr,
+		"MASTER_PORT":         strconv.Itoa(r.MasterPort),
+		"RINGSIDE_GENERATION": strconv.FormatInt(r.Generation, 10),
+		"RINGSIDE_MEMBER":     r.Member,
+	}
 }
 
 // envKeys returns the names of the variables in env.

@@ -214,6 +214,13 @@ func (r *runner) supervise(ctx context.Context, g *group) (code int, next bool) 
 			if e.Type == api.EventDrain {
 				r.draining = true
 			}
+			if e.Type == api.EventGeneration && e.Generation.Generation > r.gen.Generation && terminating {
+				// Asked to stop (the signal reached the command, which is
+				// finishing): a new generation restarts nothing.
+				r.gen = e.Generation
+				g.stop(r.cfg.StopTimeout)
+				return g.firstFailure(), false
+			}
 			if e.Type == api.EventGeneration && e.Generation.Generation > r.gen.Generation {
 				r.log.Info("new generation; restarting the command", "generation", e.Generation.Generation, "reason", e.Generation.Reason)
 				g.stop(r.cfg.StopTimeout)
@@ -363,7 +370,7 @@ func (g *group) signal(sig os.Signal) {
 		return
 	}
 	for _, p := range g.procs {
-		p.Signal(s) //nolint:errcheck // a process group already gone needs no signal
+		p.SignalProcess(s) //nolint:errcheck // a process already gone needs no signal
 	}
 }
 

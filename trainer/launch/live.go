@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"strconv"
@@ -43,22 +44,71 @@ import (
 // liveEnv returns base with what a live-mode process of slot needs:
 // LOCAL_RANK selects its GPU (the Python client sets cuda:LOCAL_RANK;
 // CUDA_VISIBLE_DEVICES is left as it is, so every process sees all the
-// pod's GPUs, as NCCL wants for intra-node transports). The generation's
-// values (RANK, WORLD_SIZE, MASTER_ADDR) are not set: they change with
-// every generation, and the process asks the sidecar for them.
-func liveEnv(base []string, slot, slots int, o EnvOptions) []string {
-	set := map[string]string{
+// pod's GPUs, as NCCL wants for intra-node transports), and torchrun's
+// RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (with GROUP_RANK and the
+// rest of its contract), so that code reading them before elastic.run
+// works as it does under torchrun. They are the values of gen, the
+// generation current when the process starts, when this member is placed
+// in it; else this member's alone (RANK = the slot, WORLD_SIZE = slots,
+// rank 0 on 127.0.0.1). They are a start only: the generation changes
+// without a restart, and elastic.run asks the sidecar for each one.
+func liveEnv(base []string, slot, slots int, o EnvOptions, gen *api.Rendezvous) []string {
+	r := gen
+	if r == nil || r.Rank < 0 || (r.State != record.StateActive && r.State != record.StatePaused) {
+		r = &api.Rendezvous{Rank: 0, WorldSize: slots, LocalWorldSize: slots, NumGroups: 1,
+			MasterAddr: "127.0.0.1", MasterPort: defaultMasterPort}
+	}
+	set := rankVars(r, slot)
+	if gen != r { // no generation places this member: nothing to name
+		delete(set, "RINGSIDE_GENERATION")
+		delete(set, "RINGSIDE_MEMBER")
+	}
+	maps.Copy(set, map[string]string{
 		"LOCAL_RANK":                 strconv.Itoa(slot),
 		"LOCAL_WORLD_SIZE":           strconv.Itoa(slots),
 		"TORCHELASTIC_RESTART_COUNT": strconv.Itoa(o.RestartCount),
 		"TORCHELASTIC_MAX_RESTARTS":  strconv.Itoa(o.MaxRestarts),
 		"TORCHELASTIC_RUN_ID":        o.RunID,
 		"RINGSIDE_SOCKET":            o.Socket,
-	}
+	})
 	if !envKeys(base)["OMP_NUM_THREADS"] { // as torchrun and restart mode do
 		set["OMP_NUM_THREADS"] = "1"
 	}
 	return setEnv(base, set)
+}
+
+// defaultMasterPort is torchrun's MASTER_PORT default.
+const defaultMasterPort = 29500
+
+// peekWait bounds how long a live launcher started with --slots waits for
+// the sidecar's current generation, for the processes' RANK and
+// WORLD_SIZE.
+const peekWait = time.Second
+
+// peekGeneration returns this member's view of the current generation, or
+// nil when the sidecar has none to give within wait.
+func peekGeneration(ctx context.Context, cfg Config, wait time.Duration) *api.Rendezvous {
+	c := client.New(cfg.Socket)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	evs, err := c.Observe(ctx)
+	if err != nil {
+		return nil
+	}
+	for {
+		select {
+		case e, open := <-evs:
+			if !open {
+				return nil
+			}
+			if e.Type == api.EventGeneration && e.Generation != nil {
+				return e.Generation // a stream starts with the current generation
+			}
+		case <-ctx.Done():
+			return nil
+		}
+	}
 }
 
 // RunLive runs the command in live mode (see above) until every slot's
@@ -74,8 +124,9 @@ func RunLive(ctx context.Context, cfg Config) (int, error) {
 		cfg.Logger = slog.Default()
 	}
 	slots := cfg.Slots
+	var gen *api.Rendezvous
 	if slots <= 0 {
-		n, err := observeSlots(ctx, cfg)
+		g, err := observeSlots(ctx, cfg)
 		var stopped stoppedBy
 		if errors.As(err, &stopped) {
 			return 128 + int(stopped.sig), nil
@@ -83,9 +134,11 @@ func RunLive(ctx context.Context, cfg Config) (int, error) {
 		if err != nil {
 			return 1, err
 		}
-		slots = n
+		gen, slots = g, g.LocalWorldSize
+	} else {
+		gen = peekGeneration(ctx, cfg, peekWait)
 	}
-	l := &live{cfg: cfg, slots: make([]*liveSlot, slots), exits: make(chan exit, slots), due: make(chan int, slots)}
+	l := &live{cfg: cfg, gen: gen, slots: make([]*liveSlot, slots), exits: make(chan exit, slots), due: make(chan int, slots)}
 	return l.run(ctx)
 }
 
@@ -93,7 +146,7 @@ func RunLive(ctx context.Context, cfg Config) (int, error) {
 // active in, on a stream that does not stand for the trainer (the member
 // of a sidecar under --await-trainer enters the ring only once its
 // processes attach: give it --slots).
-func observeSlots(ctx context.Context, cfg Config) (int, error) {
+func observeSlots(ctx context.Context, cfg Config) (*api.Rendezvous, error) {
 	c := client.New(cfg.Socket)
 	defer c.Close()
 	// A terminal signal ends the wait as it ends the watch below.
@@ -124,27 +177,27 @@ func observeSlots(ctx context.Context, cfg Config) (int, error) {
 	wg.Wait()
 	var stopped stoppedBy
 	if errors.As(context.Cause(wctx), &stopped) {
-		return 0, stopped
+		return nil, stopped
 	}
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	cfg.Logger.Info("waiting for a generation this member is active in to learn its slots (Slots not set)")
 	for {
 		select {
 		case e, open := <-evs:
 			if !open {
-				return 0, fmt.Errorf("sidecar at %s ended its event stream before this member was active: %w", cfg.Socket, ErrSlotsUnknown)
+				return nil, fmt.Errorf("sidecar at %s ended its event stream before this member was active: %w", cfg.Socket, ErrSlotsUnknown)
 			}
 			if e.Type == api.EventGeneration && e.Generation.State == record.StateActive {
-				return e.Generation.LocalWorldSize, nil
+				return e.Generation, nil
 			}
 		case sig := <-cfg.Signals:
 			if s, ok := sig.(syscall.Signal); ok && isTerminal(sig) {
-				return 0, stoppedBy{s}
+				return nil, stoppedBy{s}
 			}
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
 }
@@ -169,6 +222,7 @@ func (s stoppedBy) Error() string { return "stopped by " + s.sig.String() }
 
 type live struct {
 	cfg   Config
+	gen   *api.Rendezvous // the generation current at start (RANK, WORLD_SIZE, ...), or nil
 	slots []*liveSlot
 	exits chan exit
 	// due receives a slot once its restart's backoff ended; buffered for
@@ -240,7 +294,7 @@ func (l *live) start(k int) error {
 	s := l.slots[k]
 	o := EnvOptions{RestartCount: s.restarts, MaxRestarts: l.cfg.MaxRestarts, RunID: l.cfg.RunID, Socket: l.cfg.Socket}
 	cmd := exec.Command(l.cfg.Command[0], l.cfg.Command[1:]...)
-	cmd.Env = liveEnv(baseEnv(), k, len(l.slots), o)
+	cmd.Env = liveEnv(baseEnv(), k, len(l.slots), o, l.gen)
 	cmd.Stdout, cmd.Stderr = l.cfg.Stdout, l.cfg.Stderr
 	p, err := StartProcess(cmd)
 	if err != nil {
@@ -312,7 +366,10 @@ func (l *live) signal(sig os.Signal) {
 	}
 	for _, sl := range l.slots {
 		if sl.p != nil {
-			sl.p.Signal(s) //nolint:errcheck // a process group already gone needs no signal
+			// The trainer only, not its process group: a drain's SIGTERM
+			// lets it finish its step and leave, and its DataLoader
+			// workers end with it instead of mid-batch.
+			sl.p.SignalProcess(s) //nolint:errcheck // a process already gone needs no signal
 		}
 	}
 }

@@ -95,13 +95,13 @@ func TestLiveExitCodes(t *testing.T) {
 func TestLiveTakesTheSlotsFromTheSidecar(t *testing.T) {
 	srv := etcdtest.Start(t)
 	w0 := sidecartest.Start(t, srv.Endpoints(), "live", "w0", func(c *sidecar.Config) { c.Slots = 3 })
-	e := startRun(t, launch.RunLive, w0.Socket, 0, `echo "slot $LOCAL_RANK of $LOCAL_WORLD_SIZE at $RINGSIDE_SOCKET rank ${RANK:-unset}"`)
+	e := startRun(t, launch.RunLive, w0.Socket, 0, `echo "slot $LOCAL_RANK of $LOCAL_WORLD_SIZE at $RINGSIDE_SOCKET rank ${RANK:-unset} of ${WORLD_SIZE:-unset}"`)
 	seen := map[string]bool{}
 	for range 3 {
 		seen[e.await(t, "slot")] = true
 	}
 	for k := range 3 {
-		if l := "slot " + string(rune('0'+k)) + " of 3 at " + w0.Socket + " rank unset"; !seen[l] {
+		if l := "slot " + string(rune('0'+k)) + " of 3 at " + w0.Socket + " rank " + string(rune('0'+k)) + " of 3"; !seen[l] {
 			t.Errorf("no %q in %v", l, seen)
 		}
 	}

@@ -10,8 +10,9 @@ import (
 )
 
 // Process is a started command in a process group of its own, so that a
-// signal reaches everything it started (a trainer's data loader workers,
-// a shell's children), and its end. Its one goroutine waits for the
+// kill reaches everything it started (a trainer's data loader workers, a
+// shell's children), and its end. Stop and forwarded signals reach the
+// process alone, which ends its children itself. Its one goroutine waits for the
 // command and ends with it: Kill or Stop end the process and return once
 // that goroutine has.
 type Process struct {
@@ -70,16 +71,37 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	return nil
 }
 
+// SignalProcess sends sig to the process alone, not to the rest of its
+// group: a trainer asked to stop finishes its step and leaves, and the
+// children it started (DataLoader workers) end with it, not mid-batch.
+// Once the process has ended it sends nothing and returns
+// os.ErrProcessDone.
+func (p *Process) SignalProcess(sig syscall.Signal) error {
+	select {
+	case <-p.done:
+		return os.ErrProcessDone
+	default:
+	}
+	if err := syscall.Kill(p.Pid(), sig); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("%w: %w", os.ErrProcessDone, err)
+		}
+		return err
+	}
+	return nil
+}
+
 // Kill SIGKILLs the process's group and waits for the process's end.
 func (p *Process) Kill() {
 	p.Signal(syscall.SIGKILL) //nolint:errcheck // a group already gone is what Kill wants
 	<-p.done
 }
 
-// Stop sends SIGTERM to the process's group, SIGKILL after grace if the
-// process has not exited by then, and waits for its end.
+// Stop sends SIGTERM to the process alone (its children, DataLoader
+// workers among them, are its to end), SIGKILL to its whole group after
+// grace if the process has not exited by then, and waits for its end.
 func (p *Process) Stop(grace time.Duration) {
-	if err := p.Signal(syscall.SIGTERM); errors.Is(err, os.ErrProcessDone) {
+	if err := p.SignalProcess(syscall.SIGTERM); errors.Is(err, os.ErrProcessDone) {
 		<-p.done // it is gone, or will be at once
 		return
 	}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -63,14 +65,42 @@ func startReady(t *testing.T, script string) (*launch.Process, *bufio.Reader) {
 	return p, out
 }
 
-func TestProcessStopReachesTheWholeGroup(t *testing.T) {
-	p, out := startReady(t, "sleep 60 & echo started; wait")
+// A drain stops a trainer whose DataLoader workers share its process group:
+// the SIGTERM must reach the trainer only, which finishes its step and
+// ends its workers itself, never the workers mid-batch.
+func TestProcessStopSignalsTheTrainerNotItsGroup(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "worker-ready")
+	p, out := startReady(t, `sh -c 'trap "echo worker got SIGTERM; exit 1" TERM; touch `+ready+`; while :; do sleep 0.05; done' &
+worker=$!
+trap 'echo trainer got SIGTERM; sleep 0.5; kill -9 $worker; exit 0' TERM
+while [ ! -e `+ready+` ]; do sleep 0.01; done
+echo started
+wait`)
 	p.Stop(10 * time.Second)
-	if _, err := io.ReadAll(out); err != nil {
-		t.Fatalf("the shell's child outlived Stop: %v", err)
+	b, err := io.ReadAll(out)
+	if err != nil {
+		t.Fatalf("reading the output: %v", err)
 	}
-	if got := p.ExitCode(); got != 128+15 {
-		t.Errorf("ExitCode = %d, want 143 (SIGTERM)", got)
+	got := string(b)
+	if !strings.Contains(got, "trainer got SIGTERM") {
+		t.Errorf("the trainer was not signalled; output %q", got)
+	}
+	if strings.Contains(got, "worker got SIGTERM") {
+		t.Errorf("the trainer's worker (same process group) was signalled; output %q", got)
+	}
+	if code := p.ExitCode(); code != 0 {
+		t.Errorf("ExitCode = %d, want 0 (the trainer left by itself)", code)
+	}
+}
+
+func TestProcessKillReachesTheWholeGroup(t *testing.T) {
+	p, out := startReady(t, "sleep 60 & echo started; wait")
+	p.Kill()
+	if _, err := io.ReadAll(out); err != nil {
+		t.Fatalf("the shell's child outlived Kill: %v", err)
+	}
+	if got := p.ExitCode(); got != 128+9 {
+		t.Errorf("ExitCode = %d, want 137 (SIGKILL)", got)
 	}
 }
 

@@ -1,0 +1,69 @@
+"""The group the training thread trains in, as run() formed it: every read
+of this process's rank and world size inside run() comes from here, never
+from torch's process-group registry, which an abort may clear while the
+training thread still runs (torch >= 2.6 clears it when the default group
+is aborted)."""
+
+import threading
+
+_lock = threading.Lock()
+_group = None  # the Group being trained in
+_running = 0  # run() calls in progress
+
+
+class NoGroup(RuntimeError):
+    """Rank and world size were asked for inside run() while no group is
+    formed (between generations)."""
+
+
+def enter():
+    global _running
+    with _lock:
+        _running += 1
+
+
+def leave():
+    global _running, _group
+    with _lock:
+        _running = max(0, _running - 1)
+        if _running == 0:
+            _group = None
+
+
+def set_group(group):
+    global _group
+    with _lock:
+        _group = group
+
+
+def clear_group(group=None):
+    """Forgets group (any group when None) as the current one."""
+    global _group
+    with _lock:
+        if group is None or _group is group:
+            _group = None
+
+
+def group():
+    with _lock:
+        return _group
+
+
+def rank_world():
+    """(rank, world size) of the group run() trains in; outside run(), those
+    of torch's default group when one is initialized, else (0, 1). Inside
+    run() between groups, NoGroup: never a silent world of one."""
+    with _lock:
+        g, running = _group, _running
+    if g is not None:
+        return g.rank, g.world_size
+    if running:
+        raise NoGroup("no process group is formed right now (between generations): the rank and world size are "
+                      "known only while train_fn runs")
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return 0, 1
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
