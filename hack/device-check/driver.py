@@ -71,6 +71,7 @@ def part_chaos(a, budget):
 
     n_workers, n, epochs = a.workers, 1200, 2
     result = {}
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the workers' environment: gloo on the CPU (see cpu_env)
 
     class Chaos(unittest.TestCase):
         def runTest(self):
@@ -120,7 +121,7 @@ def part_recovery(a, budget):
            "--kills", "2", "--python", sys.executable, "--trainer-script",
            os.path.join(ROOT, "examples", "pytorch", "train.py"), "--timeout", "%ds" % max(30, int(budget) - 10),
            "--json"]
-    rc, out, took = run(cmd, budget, lf)
+    rc, out, took = run(cmd, budget, lf, env=cpu_env())
     res = {"ok": rc == 0, "seconds": round(took, 1), "workers": a.workers}
     try:
         res["result"] = json.loads(out.strip().splitlines()[-1])
@@ -247,6 +248,13 @@ def part_commit(a, budget):
             "pinned_host_buffers": bool(state._snapshot["model"]["w"].is_pinned())}
 
 
+def cpu_env(**extra):
+    """The environment of the CPU parts' processes: no GPU in sight, so each
+    of N trainers on one machine uses gloo on the CPU (N ranks cannot share
+    one GPU under NCCL)."""
+    return dict(os.environ, CUDA_VISIBLE_DEVICES="", **extra)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bin", required=True)
@@ -272,7 +280,7 @@ def main():
     # The suite runs in the background while the other parts run.
     suite_log = os.path.join(a.logs, "python-tests.log")
     suite = subprocess.Popen([sys.executable, "-m", "unittest", "discover", "-s", "tests"], cwd=os.path.join(ROOT, "python"),
-                             stdout=subprocess.DEVNULL, stderr=open(suite_log, "w"), env=dict(os.environ, CI="true"))
+                             stdout=subprocess.DEVNULL, stderr=open(suite_log, "w"), env=cpu_env(CI="true"))
     suite_t0 = time.monotonic()
     parts = [("netopt", part_netopt, 40), ("nccl_generations", part_nccl, 60), ("commit_1gib", part_commit, 60),
              ("chaos_exactly_once", part_chaos, 120), ("recovery_real_sidecars", part_recovery, 90)]
