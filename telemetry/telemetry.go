@@ -45,11 +45,14 @@ func Serve(ctx context.Context, srv *http.Server, listeners ...net.Listener) err
 	if len(listeners) == 0 {
 		return errors.New("telemetry: no listener to serve on")
 	}
+	// Read once, before serving: the first Serve sets srv up for HTTP/2,
+	// writing TLSConfig.
+	useTLS := srv.TLSConfig != nil
 	errc := make(chan error, len(listeners))
 	for _, l := range listeners {
 		go func() {
 			var err error
-			if srv.TLSConfig != nil {
+			if useTLS {
 				err = srv.ServeTLS(l, "", "")
 			} else {
 				err = srv.Serve(l)
