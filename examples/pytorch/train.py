@@ -16,7 +16,8 @@ MASTER_ADDR and MASTER_PORT and checkpoints to a file so restarts go on.
 
     ringside exec -- python3 train.py --mode restart --checkpoint /shared/ckpt.pt
 
-Every completed step prints one JSON line on stdout,
+Every committed step (in live mode; every completed one in restart mode) prints
+one JSON line on stdout,
 
     {"step": 12, "generation": 3, "rank": 1, "world": 3, "sum_ok": true, "t": 1767225600.12,
      "loss": 0.0412, "checksum": "5f2c..."}
@@ -166,9 +167,11 @@ def run_live(a, log):
             step = state.step + 1
             loss = job.step(ddp, step, state.rank, dev)
             state.step, state.samples = step, state.samples + a.batch
+            # A step whose generation ended as it finished is not committed
+            # (commit raises) and is trained again: print committed steps only.
+            state.commit()
             emit(step=step, generation=state.generation, rank=state.rank, world=state.world_size, sum_ok=True,
                  loss=round(loss, 6), checksum=state.checksum(), member=state.member)
-            state.commit()
         return state.step
 
     try:
