@@ -4,25 +4,22 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/ringside/ringside/kubeapi"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 )
 
 // The controller's clients of built-in types are REST clients over a
-// scheme of only the types it reads and writes (Pods, Events, Leases;
-// resourceClient), not client-go's clientset: the clientset, its informer factory, its
-// leader election, discovery and scale client all import
-// k8s.io/client-go/kubernetes/scheme, which registers every built-in API
-// group, and linking that made the ringside binary about 33 MB larger.
-// cmd/ringside's tests fail when that package comes back into its graph.
+// scheme of only the types it reads and writes (Pods, Events, Leases), not
+// client-go's clientset: see kubeapi.
 
 // PodClient lists and watches pods: what the pod informer needs.
 // client-go's typed PodInterface (of a fake clientset too) has both.
@@ -38,6 +35,11 @@ type LeaseClient interface {
 	Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error)
 	Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error)
 }
+
+var (
+	_ PodClient   = kubeapi.Resource[*corev1.Pod, *corev1.PodList]{}
+	_ LeaseClient = kubeapi.Resource[*coordinationv1.Lease, *coordinationv1.LeaseList]{}
+)
 
 // NewDeps returns the clients of a controller on the API server of cfg and
 // on etcd. A target's kind is resolved by discovery, cached and refreshed
@@ -58,12 +60,12 @@ func NewDeps(cfg *rest.Config, etcd *clientv3.Client) (Deps, error) {
 	return Deps{
 		Dynamic: dyn,
 		Pods: func(namespace string) PodClient {
-			return resourceClient[*corev1.Pod, *corev1.PodList]{rest: core, resource: "pods", namespace: namespace,
-				newObject: func() *corev1.Pod { return &corev1.Pod{} }, newList: func() *corev1.PodList { return &corev1.PodList{} }}
+			return kubeapi.Resource[*corev1.Pod, *corev1.PodList]{REST: core, Name: "pods", Namespace: namespace,
+				NewObject: func() *corev1.Pod { return &corev1.Pod{} }, NewList: func() *corev1.PodList { return &corev1.PodList{} }}
 		},
 		Leases: func(namespace string) LeaseClient {
-			return resourceClient[*coordinationv1.Lease, *coordinationv1.LeaseList]{rest: coordination, resource: "leases", namespace: namespace,
-				newObject: func() *coordinationv1.Lease { return &coordinationv1.Lease{} }, newList: func() *coordinationv1.LeaseList { return &coordinationv1.LeaseList{} }}
+			return kubeapi.Resource[*coordinationv1.Lease, *coordinationv1.LeaseList]{REST: coordination, Name: "leases", Namespace: namespace,
+				NewObject: func() *coordinationv1.Lease { return &coordinationv1.Lease{} }, NewList: func() *coordinationv1.LeaseList { return &coordinationv1.LeaseList{} }}
 		},
 		EventClient: eventClient{rest: core},
 		Scales:      dynamicScales{dyn: dyn},
@@ -84,14 +86,7 @@ var clientScheme = func() *runtime.Scheme {
 }()
 
 // restClient returns a client of group version gv (under apiPath) that
-// decodes with clientScheme; cfg is copied, not changed.
+// decodes with clientScheme.
 func restClient(cfg *rest.Config, gv schema.GroupVersion, apiPath string) (*rest.RESTClient, error) {
-	cfg = rest.CopyConfig(cfg)
-	cfg.GroupVersion = &gv
-	cfg.APIPath = apiPath
-	cfg.NegotiatedSerializer = serializer.NewCodecFactory(clientScheme).WithoutConversion()
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	return rest.RESTClientFor(cfg)
+	return kubeapi.RESTClient(cfg, clientScheme, gv, apiPath)
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
+
+	"github.com/ringside/ringside/kubeapi"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 )
@@ -30,7 +30,7 @@ type NodeClient interface {
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
-var _ NodeClient = (*nodeClient)(nil)
+var _ NodeClient = kubeapi.Resource[*corev1.Node, *corev1.NodeList]{}
 
 // InClusterClient returns a NodeClient that authenticates as the pod's
 // service account. If the pod has none, the error wraps ErrNoCredentials,
@@ -44,32 +44,23 @@ func InClusterClient() (NodeClient, error) {
 	return newNodeClient(cfg)
 }
 
-// nodeClient is a REST client for core/v1 Nodes and nothing else. It
-// decodes with a scheme that knows only Node, NodeList and the meta types
-// a list or watch carries, instead of client-go's clientset, whose scheme
-// registers every built-in API group when its package is initialised: about
-// 20 MiB of a sidecar's resident memory, for one Node.
-type nodeClient struct {
-	rest rest.Interface
-}
-
-// newNodeClient returns a client for the API server that cfg points at;
-// cfg is copied, not changed.
-func newNodeClient(cfg *rest.Config) (*nodeClient, error) {
+// newNodeClient returns a client of core/v1 Nodes and nothing else for the
+// API server that cfg points at (cfg is copied, not changed). It decodes
+// with a scheme that knows only Node, NodeList and the meta types a list or
+// watch carries (see kubeapi).
+func newNodeClient(cfg *rest.Config) (NodeClient, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = userAgent
 	// Protobuf decodes a Node, with its long image list, in a fraction of
 	// the time and garbage that JSON needs.
 	cfg.ContentType = runtime.ContentTypeProtobuf
 	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	cfg.GroupVersion = &corev1.SchemeGroupVersion
-	cfg.APIPath = "/api"
-	cfg.NegotiatedSerializer = serializer.NewCodecFactory(nodeScheme()).WithoutConversion()
-	client, err := rest.RESTClientFor(cfg)
+	client, err := kubeapi.RESTClient(cfg, nodeScheme(), corev1.SchemeGroupVersion, "/api")
 	if err != nil {
 		return nil, fmt.Errorf("preempt: build in-cluster client: %w", err)
 	}
-	return &nodeClient{rest: client}, nil
+	return kubeapi.Resource[*corev1.Node, *corev1.NodeList]{REST: client, Name: "nodes",
+		NewObject: func() *corev1.Node { return &corev1.Node{} }, NewList: func() *corev1.NodeList { return &corev1.NodeList{} }}, nil
 }
 
 // nodeScheme returns a scheme with the types a Node list or watch decodes
@@ -79,34 +70,4 @@ func nodeScheme() *runtime.Scheme {
 	s.AddKnownTypes(corev1.SchemeGroupVersion, &corev1.Node{}, &corev1.NodeList{})
 	metav1.AddToGroupVersion(s, corev1.SchemeGroupVersion)
 	return s
-}
-
-// List lists Nodes, as the typed client's List does.
-func (c *nodeClient) List(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error) {
-	list := &corev1.NodeList{}
-	err := c.rest.Get().
-		Resource("nodes").
-		VersionedParams(&opts, metav1.ParameterCodec).
-		Timeout(timeoutOf(opts)).
-		Do(ctx).
-		Into(list)
-	return list, err
-}
-
-// Watch watches Nodes, as the typed client's Watch does.
-func (c *nodeClient) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	opts.Watch = true
-	return c.rest.Get().
-		Resource("nodes").
-		VersionedParams(&opts, metav1.ParameterCodec).
-		Timeout(timeoutOf(opts)).
-		Watch(ctx)
-}
-
-// timeoutOf is the request timeout that opts ask for; 0 means none.
-func timeoutOf(opts metav1.ListOptions) time.Duration {
-	if opts.TimeoutSeconds == nil {
-		return 0
-	}
-	return time.Duration(*opts.TimeoutSeconds) * time.Second
 }
