@@ -3,9 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
-	"strings"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/ringside/ringside/coordinator/record"
@@ -35,23 +33,15 @@ import (
 // generation is its predecessor's, which may not name it: it is not asked
 // then either.)
 type candidacy struct {
-	m        *Member
-	k        int
-	prefix   string // the election prefix
-	ownKey   string // the election key this session campaigns on
-	members  string // the members prefix
-	gens     chan *record.Generation
-	keys     clientv3.WatchChan // the election prefix, from rev
-	departed clientv3.WatchChan // deleted member keys, from rev
-	cancel   context.CancelFunc
+	m       *Member
+	k       int
+	prefix  string // the election prefix
+	ownKey  string // the election key this session campaigns on
+	gens    chan *record.Generation
+	changed chan struct{} // the campaigns or registrations changed
 
-	gen      *record.Generation    // the latest generation
-	cands    *candidates           // of gen
-	campaign map[string]campaigner // by election key
-	// registered says, for members named there, whether their member key
-	// was there when last read; reset with every generation, so a member
-	// that left and came back is read again.
-	registered map[string]bool
+	gen   *record.Generation // the latest generation
+	cands *candidates        // of gen
 }
 
 type campaigner struct {
@@ -59,48 +49,33 @@ type campaigner struct {
 	rev int64 // CreateRevision of the key: the order campaigns started in
 }
 
-// newCandidacy reads the election and starts following it, the members'
-// departures and the generations, until close. A watch that fails makes
-// every later call fail; the caller starts a new candidacy.
-func (m *Member) newCandidacy(ctx context.Context, sess *concurrency.Session) (*candidacy, error) {
+// newCandidacy follows the election, the registrations (both kept by the
+// job, keyspace.go) and the generations until close.
+func (m *Member) newCandidacy(sess *concurrency.Session) *candidacy {
 	cfg := m.job.cfg
 	c := &candidacy{
-		m:          m,
-		k:          cfg.Candidates,
-		prefix:     cfg.Prefix() + record.ElectionDir,
-		members:    cfg.Prefix() + record.MembersDir,
-		campaign:   make(map[string]campaigner),
-		registered: make(map[string]bool),
-		cands:      &candidates{},
+		m:      m,
+		k:      cfg.Candidates,
+		prefix: cfg.Prefix() + record.ElectionDir,
+		cands:  &candidates{},
 	}
 	c.ownKey = fmt.Sprintf("%s%x", c.prefix, sess.Lease())
 	if c.k <= 0 {
-		return c, nil // everyone campaigns: nothing to follow
+		return c // everyone campaigns: nothing to follow
 	}
-	resp, err := m.job.client.Get(ctx, c.prefix, clientv3.WithPrefix())
-	if err != nil {
-		return nil, fmt.Errorf("read candidates: %w", err)
-	}
-	for _, kv := range resp.Kvs {
-		c.campaign[string(kv.Key)] = campaigner{id: string(kv.Value), rev: kv.CreateRevision}
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	c.cancel = cancel
-	rev := resp.Header.Revision + 1
-	c.keys = m.job.client.Watch(wctx, c.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev))
-	c.departed = m.job.client.Watch(wctx, c.members, clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithFilterPut())
+	c.changed = m.job.watchChanges()
 	c.gens = m.job.subscribe()
 	select {
 	case g := <-c.gens: // the generation held now, if any: decide on it
 		c.setGeneration(g)
 	default:
 	}
-	return c, nil
+	return c
 }
 
 func (c *candidacy) close() {
-	if c.cancel != nil {
-		c.cancel()
+	if c.k > 0 {
+		c.m.job.unwatchChanges(c.changed)
 		c.m.job.unsubscribe(c.gens)
 	}
 }
@@ -135,43 +110,25 @@ func (c *candidacy) awaitSurplus(ctx context.Context) error {
 	}
 }
 
-// next applies the next change to the election, the members or the
-// generation.
+// next waits for the next change to the election, the registrations or
+// the generation.
 func (c *candidacy) next(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case g := <-c.gens:
 		c.setGeneration(g)
-	case wr, ok := <-c.keys:
-		if !ok || wr.Err() != nil {
-			return fmt.Errorf("watch candidates: %v", wr.Err())
-		}
-		for _, ev := range wr.Events {
-			if ev.Type == clientv3.EventTypeDelete {
-				delete(c.campaign, string(ev.Kv.Key))
-			} else {
-				c.campaign[string(ev.Kv.Key)] = campaigner{id: string(ev.Kv.Value), rev: ev.Kv.CreateRevision}
-			}
-		}
-	case wr, ok := <-c.departed:
-		if !ok || wr.Err() != nil {
-			return fmt.Errorf("watch departures: %v", wr.Err())
-		}
-		for _, ev := range wr.Events {
-			c.registered[strings.TrimPrefix(string(ev.Kv.Key), c.members)] = false
-		}
+	case <-c.changed:
 	}
 	return nil
 }
 
 func (c *candidacy) setGeneration(g *record.Generation) {
 	c.gen, c.cands = g, c.m.job.candidatesOf(g)
-	clear(c.registered)
 }
 
-// needed applies the rule (see candidacy) to what is known, reading the
-// registration of named members only when the answer depends on it.
+// needed applies the rule (see candidacy) to what the job knows, once it
+// has read the job's keys.
 func (c *candidacy) needed(ctx context.Context) (bool, error) {
 	if c.k <= 0 {
 		return true, nil
@@ -180,54 +137,44 @@ func (c *candidacy) needed(ctx context.Context) (bool, error) {
 	if named && pos < c.cands.designated {
 		return true, nil
 	}
-	for {
-		n, unread := c.ahead(pos, named)
-		if n < c.k {
-			return true, nil
-		}
-		if len(unread) == 0 {
-			return false, nil
-		}
-		if err := c.readRegistered(ctx, unread); err != nil {
-			return false, err
-		}
+	ks := &c.m.job.keys
+	select {
+	case <-ks.synced:
+	case <-ctx.Done():
+		return false, ctx.Err()
 	}
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	return c.ahead(ks, pos, named) < c.k, nil
 }
 
 // ahead counts, up to Candidates, the members ahead of this one that
-// campaign or are expected to: the named ones before pos (all of them if
-// this member is not named, and then the unnamed campaigners that started
-// before it). A named member whose registration is unread counts; unread
-// lists those, to be read before the count decides anything.
-func (c *candidacy) ahead(pos int, named bool) (n int, unread []string) {
-	campaigning := make(map[string]bool, len(c.campaign))
-	for _, cp := range c.campaign {
+// campaign or are expected to: the named ones before pos that campaign or
+// are registered (all of them if this member is not named, and then the
+// unnamed campaigners that started before it). ks.mu is held.
+func (c *candidacy) ahead(ks *keyspace, pos int, named bool) int {
+	campaigning := make(map[string]bool, len(ks.campaign))
+	for _, cp := range ks.campaign {
 		campaigning[cp.id] = true
 	}
 	before := c.cands.order
 	if named {
 		before = c.cands.order[:pos]
 	}
+	n := 0
 	for _, id := range before {
 		if n >= c.k {
-			return n, unread
+			return n
 		}
-		reg, read := c.registered[id]
-		switch {
-		case campaigning[id]:
-			n++
-		case !read:
-			unread = append(unread, id)
-			n++
-		case reg:
+		if campaigning[id] || ks.registered[id] {
 			n++
 		}
 	}
 	if named {
-		return n, unread
+		return n
 	}
-	own, campaigns := c.campaign[c.ownKey]
-	for key, cp := range c.campaign {
+	own, campaigns := ks.campaign[c.ownKey]
+	for key, cp := range ks.campaign {
 		if _, isNamed := c.cands.rank[cp.id]; isNamed || key == c.ownKey || cp.id == c.m.id {
 			continue
 		}
@@ -235,108 +182,7 @@ func (c *candidacy) ahead(pos int, named bool) (n int, unread []string) {
 			n++
 		}
 	}
-	return n, unread
-}
-
-// readRegistered reads whether the members ids are registered. The
-// process's members share the reads of a generation (Job.registered):
-// after each generation every waiting member asks about the same first
-// few. A departure after the shared read still reaches each candidacy
-// through its own watch, which overrides the read.
-func (c *candidacy) readRegistered(ctx context.Context, ids []string) error {
-	regs, err := c.m.job.registered(ctx, c.gen, ids)
-	if err != nil {
-		return err
-	}
-	for i, reg := range regs {
-		if _, seen := c.registered[ids[i]]; !seen {
-			c.registered[ids[i]] = reg
-		}
-	}
-	return nil
-}
-
-// regRead is one Txn reading whether members are registered: of and err
-// are set before done closes.
-type regRead struct {
-	done chan struct{}
-	of   map[string]bool
-	err  error
-}
-
-// registered reports whether each of ids is registered. While g is the
-// latest generation, the process's members share the reads: one reads the
-// ids nobody asked about yet, in one Txn, and the others wait for it.
-func (j *Job) registered(ctx context.Context, g *record.Generation, ids []string) ([]bool, error) {
-	j.candsMu.Lock()
-	shared := j.regs != nil && j.candsGen == g
-	var mine *regRead
-	var toRead []string
-	reads := make([]*regRead, len(ids))
-	for i, id := range ids {
-		if r := j.regs[id]; shared && r != nil {
-			reads[i] = r
-			continue
-		}
-		if mine == nil {
-			mine = &regRead{done: make(chan struct{}), of: make(map[string]bool)}
-		}
-		reads[i] = mine
-		toRead = append(toRead, id)
-		if shared {
-			j.regs[id] = mine
-		}
-	}
-	j.candsMu.Unlock()
-	if mine != nil {
-		regs, err := j.readRegistrations(ctx, toRead)
-		for k, id := range toRead {
-			if err == nil {
-				mine.of[id] = regs[k]
-			}
-		}
-		if mine.err = err; err != nil && shared {
-			j.candsMu.Lock()
-			for _, id := range toRead {
-				if j.regs[id] == mine {
-					delete(j.regs, id) // the next asker reads again
-				}
-			}
-			j.candsMu.Unlock()
-		}
-		close(mine.done)
-	}
-	out := make([]bool, len(ids))
-	for i, r := range reads {
-		select {
-		case <-r.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if r.err != nil {
-			return nil, r.err
-		}
-		out[i] = r.of[ids[i]]
-	}
-	return out, nil
-}
-
-// readRegistrations reads whether the members ids are registered, in one
-// Txn.
-func (j *Job) readRegistrations(ctx context.Context, ids []string) ([]bool, error) {
-	ops := make([]clientv3.Op, len(ids))
-	for i, id := range ids {
-		ops[i] = clientv3.OpGet(j.cfg.Prefix()+record.MembersDir+id, clientv3.WithCountOnly())
-	}
-	resp, err := j.client.Txn(ctx).Then(ops...).Commit()
-	if err != nil {
-		return nil, fmt.Errorf("read candidates' registrations: %w", err)
-	}
-	out := make([]bool, len(ids))
-	for i, r := range resp.Responses {
-		out[i] = r.GetResponseRange().Count > 0
-	}
-	return out, nil
+	return n
 }
 
 // candidates is the order of the candidacy rule for the members named in
@@ -357,7 +203,6 @@ func (j *Job) candidatesOf(g *record.Generation) *candidates {
 	defer j.candsMu.Unlock()
 	if j.cands == nil || j.candsGen != g {
 		j.cands, j.candsGen = newCandidates(g, j.cfg.Candidates), g
-		j.regs = make(map[string]*regRead)
 	}
 	return j.cands
 }

@@ -167,7 +167,6 @@ func TestCandidacyRule(t *testing.T) {
 		gen      *record.Generation
 		keys     []string
 		gone     []string // named members no longer registered
-		unread   bool     // registrations unknown: all registered
 		k        int
 		wantNeed bool
 	}{
@@ -189,8 +188,6 @@ func TestCandidacyRule(t *testing.T) {
 			gone: []string{"a", "b", "c"}, wantNeed: true},
 		{name: "and the fourth does not", me: "g", gen: ring("a", "a", "b", "c", "d", "e", "f", "g"),
 			gone: []string{"a", "b", "c"}},
-		{name: "unread registrations count until read", me: "e", gen: ring("a", "a", "b", "c", "d", "e"),
-			unread: true},
 		{name: "standby comes after the ring", me: "s", gen: withStandby(ring("a", "a", "b"), "s", "t"),
 			keys: []string{"a", "b"}, wantNeed: true},
 		{name: "an unnamed member waits behind the named", me: "n", gen: ring("a", "a", "b", "c"),
@@ -209,31 +206,22 @@ func TestCandidacyRule(t *testing.T) {
 			} else if k < 0 {
 				k = 0
 			}
-			c := &candidacy{m: &Member{id: tt.me}, k: k, ownKey: "me", campaign: map[string]campaigner{},
-				registered: map[string]bool{}, cands: newCandidates(tt.gen, k)}
+			j := &Job{keys: newKeyspace()}
+			ks := &j.keys
+			close(ks.synced)
+			c := &candidacy{m: &Member{id: tt.me, job: j}, k: k, ownKey: "me", cands: newCandidates(tt.gen, k)}
 			for i, id := range tt.keys {
 				key := "key-" + id
 				if id == "me" {
 					key, id = "me", tt.me
 				}
-				c.campaign[key] = campaigner{id: id, rev: int64(10 + i)}
+				ks.campaign[key] = campaigner{id: id, rev: int64(10 + i)}
 			}
 			for _, id := range c.cands.order {
-				if !tt.unread {
-					c.registered[id] = true
-				}
+				ks.registered[id] = true
 			}
 			for _, id := range tt.gone {
-				c.registered[id] = false
-			}
-			if tt.unread {
-				// The answer depends on unread registrations: needed
-				// would read them, ahead reports them.
-				n, unread := c.ahead(c.cands.rank[tt.me], true)
-				if n < c.k || len(unread) == 0 {
-					t.Fatalf("%d ahead, unread %v: want the count to depend on unread registrations", n, unread)
-				}
-				return
+				delete(ks.registered, id)
 			}
 			need, err := c.needed(context.Background())
 			if err != nil {
@@ -301,36 +289,48 @@ func TestSimultaneousJoinsSettleOnTheRingsCandidates(t *testing.T) {
 	}
 }
 
-// After a generation, every waiting member of a process asks whether the
-// same first few members are registered: one Txn answers them all.
-func TestAProcesssMembersShareTheirCandidacyReads(t *testing.T) {
+// A job learns the campaigns and registrations from its own watch, and
+// tells its candidacies when they change.
+func TestAJobFollowsTheCampaignsAndRegistrations(t *testing.T) {
 	j, _ := testJob(t)
+	changed := j.watchChanges()
+	defer j.unwatchChanges(changed)
 	a := join(t, j, "a")
-	join(t, j, "b")
-	g := await(t, a, "a and b", hasIDs("a", "b"))
-	j.candidatesOf(g)
-	ctx := context.Background()
-	var wg sync.WaitGroup
-	for range 50 {
-		wg.Go(func() {
-			got, err := j.registered(ctx, g, []string{"a", "b", "gone"})
-			if err != nil {
-				t.Error(err)
+	b := join(t, j, "b")
+	await(t, a, "a and b", hasIDs("a", "b"))
+	state := func() (registered []string, campaigning []string) {
+		j.keys.mu.Lock()
+		defer j.keys.mu.Unlock()
+		for id := range j.keys.registered {
+			registered = append(registered, id)
+		}
+		for _, cp := range j.keys.campaign {
+			campaigning = append(campaigning, cp.id)
+		}
+		return slices.Sorted(slices.Values(registered)), slices.Sorted(slices.Values(campaigning))
+	}
+	until := func(what string, ok func(reg, camp []string) bool) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			if reg, camp := state(); ok(reg, camp) {
 				return
 			}
-			if want := []bool{true, true, false}; !slices.Equal(got, want) {
-				t.Errorf("registered = %v, want %v", got, want)
+			select {
+			case <-changed:
+			case <-deadline:
+				reg, camp := state()
+				t.Fatalf("%s: registered %v, campaigning %v", what, reg, camp)
 			}
-		})
+		}
 	}
-	wg.Wait()
-	j.candsMu.Lock()
-	defer j.candsMu.Unlock()
-	reads := map[*regRead]bool{}
-	for _, r := range j.regs {
-		reads[r] = true
+	until("both registered, both campaigning", func(reg, camp []string) bool {
+		return slices.Equal(reg, []string{"a", "b"}) && slices.Equal(camp, []string{"a", "b"})
+	})
+	if err := b.Leave(context.Background()); err != nil {
+		t.Fatal(err)
 	}
-	if len(j.regs) != 3 || len(reads) != 1 {
-		t.Fatalf("%d ids cached from %d reads, want 3 from 1", len(j.regs), len(reads))
-	}
+	until("b gone", func(reg, camp []string) bool {
+		return slices.Equal(reg, []string{"a"}) && slices.Equal(camp, []string{"a"})
+	})
 }

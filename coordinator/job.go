@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -15,10 +14,10 @@ import (
 	"github.com/ringside/ringside/coordinator/record"
 )
 
-// Job is a handle on one job's key space. It runs one watch of the
-// generation key and fans each committed generation out to every member
-// joined through it, so a process with many members (a benchmark, a test)
-// decodes each generation once.
+// Job is a handle on one job's key space. It follows the keys its members
+// react to (keyspace.go) and fans each committed generation out to every
+// member joined through it, so a process with many members (a benchmark, a
+// test) decodes each generation once.
 type Job struct {
 	client *clientv3.Client
 	cfg    Config
@@ -30,17 +29,18 @@ type Job struct {
 
 	badValues atomic.Int64
 
-	candsMu  sync.Mutex // guards the candidates of candsGen and regs
+	candsMu  sync.Mutex // guards the candidates of candsGen
 	candsGen *record.Generation
 	cands    *candidates
-	regs     map[string]*regRead // named members' registrations, read for candsGen
+
+	keys keyspace
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-// NewJob validates cfg and starts watching the job's generation. Close
-// stops it.
+// NewJob validates cfg and starts following the job's keys. Close stops
+// it.
 func NewJob(client *clientv3.Client, cfg Config) (*Job, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("job config: %w", err)
@@ -51,15 +51,16 @@ func NewJob(client *clientv3.Client, cfg Config) (*Job, error) {
 		cfg:    cfg,
 		log:    cfg.logger().With("job", cfg.Job, "namespace", cfg.Namespace),
 		subs:   make(map[chan *record.Generation]struct{}),
+		keys:   newKeyspace(),
 		cancel: cancel,
 	}
 	j.wg.Go(func() {
-		j.watchGenerations(ctx)
+		j.watchKeys(ctx)
 	})
 	return j, nil
 }
 
-// Close stops the job's watch. Members joined through it must be closed or
+// Close stops the job's watches. Members joined through it must be closed or
 // have left first.
 func (j *Job) Close() {
 	j.cancel()
@@ -143,59 +144,6 @@ func replace(ch chan *record.Generation, g *record.Generation) {
 			}
 		}
 	}
-}
-
-// watchGenerations reads the generation key and follows it until ctx ends,
-// starting over (with backoff) when etcd is unreachable or the watch is
-// compacted away.
-func (j *Job) watchGenerations(ctx context.Context) {
-	bo := newBackoff()
-	for ctx.Err() == nil {
-		err := j.followGenerations(ctx, bo)
-		if ctx.Err() != nil {
-			return
-		}
-		wait := bo.NextBackOff()
-		j.reportError("watch generation", err)
-		j.log.Warn("generation watch interrupted; retrying", "err", err, "in", wait)
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
-	}
-}
-
-func (j *Job) followGenerations(ctx context.Context, bo backoff.BackOff) error {
-	key := j.genKey()
-	resp, err := j.client.Get(ctx, key)
-	if err != nil {
-		return fmt.Errorf("get generation: %w", err)
-	}
-	bo.Reset()
-	// No key, or one older than what we hold (a restore), changes nothing:
-	// publish only takes newer numbers.
-	for _, kv := range resp.Kvs {
-		j.accept(kv.Value)
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for wresp := range j.client.Watch(wctx, key, clientv3.WithRev(resp.Header.Revision+1)) {
-		if err := wresp.Err(); err != nil {
-			return fmt.Errorf("watch generation: %w", err)
-		}
-		for _, ev := range wresp.Events {
-			// A deleted key (by hand, or lost in a restore) keeps the
-			// generation we hold: the members train in it until the
-			// leader commits the next one, numbered above it.
-			if ev.Type == clientv3.EventTypePut {
-				j.accept(ev.Kv.Value)
-			}
-		}
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return errors.New("watch closed")
 }
 
 func (j *Job) accept(value []byte) {

@@ -66,10 +66,7 @@ func (m *Member) campaign(ctx context.Context, sess *concurrency.Session) {
 // candidacy is followed only until the election is won: a leader does not
 // withdraw.
 func (m *Member) stand(ctx context.Context, sess *concurrency.Session) (key string, rev int64, withdrawn bool, err error) {
-	cand, err := m.newCandidacy(ctx, sess)
-	if err != nil {
-		return "", 0, false, err
-	}
+	cand := m.newCandidacy(sess)
 	defer cand.close()
 	// A member that kept its lease through an etcd outage may still hold
 	// its election key: it campaigns already, and other candidates wait for

@@ -57,6 +57,7 @@ type Member struct {
 	err  error // why the member stopped on its own
 
 	leader atomic.Bool
+	lease  atomic.Int64 // sess's lease, readable without mu (held through registration)
 
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -89,8 +90,10 @@ func (j *Job) Join(ctx context.Context, info record.MemberInfo) (*Member, error)
 		cancel: cancel,
 		done:   make(chan struct{}),
 	}
+	j.addLocal(m)
 	sess, err := m.register(ctx, runCtx, 0)
 	if err != nil {
+		j.removeLocal(m)
 		cancel()
 		return nil, fmt.Errorf("join %s: %w", info.ID, err)
 	}
@@ -210,6 +213,7 @@ func (m *Member) Close() {
 
 func (m *Member) stop() {
 	m.stopped.Do(func() {
+		m.job.removeLocal(m)
 		m.cancel()
 		<-m.done
 	})
@@ -234,18 +238,12 @@ func (m *Member) run(ctx context.Context, sess *concurrency.Session) {
 			defer close(campaignDone)
 			m.campaign(lctx, sess)
 		}()
-		refuteDone := make(chan struct{})
-		go func() {
-			defer close(refuteDone)
-			m.refuteWhileAlive(lctx, sess)
-		}()
 		select {
 		case <-ctx.Done():
 		case <-sess.Done():
 		}
 		lcancel()
 		<-campaignDone
-		<-refuteDone
 		if ctx.Err() != nil {
 			return
 		}
@@ -326,6 +324,7 @@ func (m *Member) tryRegister(ctx, sessCtx context.Context, old clientv3.LeaseID)
 			return err
 		}
 		m.sess = s
+		m.lease.Store(int64(s.Lease()))
 		sess = s
 		return nil
 	})

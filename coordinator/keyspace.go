@@ -1,0 +1,385 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ringside/ringside/coordinator/record"
+)
+
+// A Job follows the keys its members react to in two watches, whatever
+// number of members joined through it: one range (election/, evicted/,
+// generation and members/ sort together) for the generation, the
+// campaigns and the registrations, and one of suspects/ for the votes. Its
+// members share what the watches teach: the candidacies read the campaigns
+// and registrations kept here (candidacy.go), the votes against a member
+// of this process are refuted here, and WatchVotes fans the votes out.
+// Per-member watches cost a process of many members (a benchmark, a test)
+// O(members) setup after every join storm, and etcd as many watchers.
+type keyspace struct {
+	mu         sync.Mutex
+	synced     chan struct{}         // closed once the first read is in
+	campaign   map[string]campaigner // by election key
+	registered map[string]bool       // ids with a member key
+	changed    map[chan struct{}]struct{}
+	voteSubs   map[*voteQueue]struct{}
+	locals     map[string]*Member // this process's members, by id
+}
+
+func newKeyspace() keyspace {
+	return keyspace{
+		synced:     make(chan struct{}),
+		campaign:   make(map[string]campaigner),
+		registered: make(map[string]bool),
+		changed:    make(map[chan struct{}]struct{}),
+		voteSubs:   make(map[*voteQueue]struct{}),
+		locals:     make(map[string]*Member),
+	}
+}
+
+// watchKeys follows the job's keys until ctx ends, resuming after etcd
+// outages where it left off, or from a fresh read when etcd compacted
+// that revision away.
+func (j *Job) watchKeys(ctx context.Context) {
+	bo := newBackoff()
+	var revs watchRevs
+	for ctx.Err() == nil {
+		err := j.followKeys(ctx, bo, &revs)
+		if ctx.Err() != nil {
+			return
+		}
+		wait := bo.NextBackOff()
+		j.reportError("watch job", err)
+		j.log.Warn("job watch interrupted; retrying", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+}
+
+// watchRevs are the next revisions each watch resumes at; 0 means read
+// everything first.
+type watchRevs struct{ keys, votes int64 }
+
+func (j *Job) followKeys(ctx context.Context, bo backoff.BackOff, revs *watchRevs) error {
+	p := j.cfg.Prefix()
+	if revs.keys == 0 || revs.votes == 0 {
+		rev, err := j.readKeys(ctx)
+		if err != nil {
+			return err
+		}
+		revs.keys, revs.votes = rev+1, rev+1
+	}
+	bo.Reset()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	keys := j.client.Watch(wctx, p+record.ElectionDir,
+		clientv3.WithRange(clientv3.GetPrefixRangeEnd(p+record.MembersDir)), clientv3.WithRev(revs.keys))
+	votes := j.client.Watch(wctx, p+record.SuspectsDir, clientv3.WithPrefix(),
+		clientv3.WithRev(revs.votes), clientv3.WithFilterDelete())
+	for {
+		var (
+			wr  clientv3.WatchResponse
+			ok  bool
+			rev *int64
+		)
+		select {
+		case wr, ok = <-keys:
+			rev = &revs.keys
+		case wr, ok = <-votes:
+			rev = &revs.votes
+		}
+		if !ok {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return errors.New("watch closed")
+		}
+		if err := wr.Err(); err != nil {
+			if wr.CompactRevision != 0 || errors.Is(err, rpctypes.ErrCompacted) {
+				*revs = watchRevs{} // read everything again
+			}
+			return fmt.Errorf("watch job keys: %w", err)
+		}
+		*rev = wr.Header.Revision + 1
+		if rev == &revs.votes {
+			j.applyVotes(ctx, wr.Events)
+		} else {
+			j.applyKeys(wr.Events)
+		}
+	}
+}
+
+// readKeys reads, at one revision, what the watches follow, and replaces
+// what the job knew of it. It returns the revision.
+func (j *Job) readKeys(ctx context.Context) (int64, error) {
+	p := j.cfg.Prefix()
+	resp, err := j.client.Txn(ctx).Then(
+		clientv3.OpGet(j.genKey()),
+		clientv3.OpGet(p+record.ElectionDir, clientv3.WithPrefix()),
+		clientv3.OpGet(p+record.MembersDir, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(p+record.SuspectsDir, clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("read job keys: %w", err)
+	}
+	// No generation key, or one older than what we hold (a restore),
+	// changes nothing: publish only takes newer numbers.
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		j.accept(kv.Value)
+	}
+	ks := &j.keys
+	ks.mu.Lock()
+	clear(ks.campaign)
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		ks.campaign[string(kv.Key)] = campaigner{id: string(kv.Value), rev: kv.CreateRevision}
+	}
+	clear(ks.registered)
+	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
+		ks.registered[strings.TrimPrefix(string(kv.Key), p+record.MembersDir)] = true
+	}
+	select {
+	case <-ks.synced:
+	default:
+		close(ks.synced)
+	}
+	ks.notifyLocked()
+	ks.mu.Unlock()
+	// Votes cast before the read are refuted, not delivered: the
+	// watchers of votes follow them from now on.
+	for _, kv := range resp.Responses[3].GetResponseRange().Kvs {
+		if target, _, v, ok := j.decodeVote(kv); ok {
+			j.refuteIfLocal(ctx, target, v.Lease, kv)
+		}
+	}
+	return resp.Header.Revision, nil
+}
+
+// applyKeys applies events of the generation, election and members keys.
+func (j *Job) applyKeys(events []*clientv3.Event) {
+	p := j.cfg.Prefix()
+	ks := &j.keys
+	for _, ev := range events {
+		key := string(ev.Kv.Key)
+		put := ev.Type == clientv3.EventTypePut
+		switch {
+		case key == j.genKey():
+			// A deleted key (by hand, or lost in a restore) keeps the
+			// generation we hold: the members train in it until the
+			// leader commits the next one, numbered above it.
+			if put {
+				j.accept(ev.Kv.Value)
+			}
+		case strings.HasPrefix(key, p+record.ElectionDir):
+			ks.mu.Lock()
+			if put {
+				ks.campaign[key] = campaigner{id: string(ev.Kv.Value), rev: ev.Kv.CreateRevision}
+			} else {
+				delete(ks.campaign, key)
+			}
+			ks.notifyLocked()
+			ks.mu.Unlock()
+		case strings.HasPrefix(key, p+record.MembersDir):
+			id := strings.TrimPrefix(key, p+record.MembersDir)
+			// A registration matters to the candidacies only when it
+			// comes or goes, and a new one only for a member the latest
+			// generation names: a join storm wakes nobody.
+			named := false
+			if put {
+				_, named = j.candidatesOf(j.Generation()).rank[id]
+			}
+			ks.mu.Lock()
+			if put && !ks.registered[id] {
+				ks.registered[id] = true
+				if named {
+					ks.notifyLocked()
+				}
+			} else if !put {
+				delete(ks.registered, id)
+				ks.notifyLocked()
+			}
+			ks.mu.Unlock()
+		}
+	}
+}
+
+// notifyLocked tells every candidacy that the campaigns or registrations
+// changed.
+func (ks *keyspace) notifyLocked() {
+	for ch := range ks.changed {
+		select {
+		case ch <- struct{}{}:
+		default: // already told
+		}
+	}
+}
+
+// watchChanges returns a channel told (coalesced) whenever the campaigns
+// or registrations change.
+func (j *Job) watchChanges() chan struct{} {
+	ch := make(chan struct{}, 1)
+	j.keys.mu.Lock()
+	defer j.keys.mu.Unlock()
+	j.keys.changed[ch] = struct{}{}
+	return ch
+}
+
+func (j *Job) unwatchChanges(ch chan struct{}) {
+	j.keys.mu.Lock()
+	defer j.keys.mu.Unlock()
+	delete(j.keys.changed, ch)
+}
+
+// addLocal makes the job refute votes against m's registration while m
+// runs (a member of the same id already running keeps that role: m will
+// find its id taken); removeLocal stops it, as a crash would.
+func (j *Job) addLocal(m *Member) {
+	j.keys.mu.Lock()
+	defer j.keys.mu.Unlock()
+	if _, dup := j.keys.locals[m.id]; !dup {
+		j.keys.locals[m.id] = m
+	}
+}
+
+func (j *Job) removeLocal(m *Member) {
+	j.keys.mu.Lock()
+	defer j.keys.mu.Unlock()
+	if j.keys.locals[m.id] == m {
+		delete(j.keys.locals, m.id)
+	}
+}
+
+func (j *Job) decodeVote(kv *mvccpb.KeyValue) (target, voter string, v record.Vote, ok bool) {
+	key := string(kv.Key)
+	target, voter, v, err := record.DecodeVote(strings.TrimPrefix(key, j.cfg.Prefix()), kv.Value)
+	if err != nil {
+		j.reportBad(key, err)
+		return "", "", v, false
+	}
+	return target, voter, v, true
+}
+
+// applyVotes refutes the votes against this process's members and
+// delivers every vote to WatchVotes.
+func (j *Job) applyVotes(ctx context.Context, events []*clientv3.Event) {
+	for _, ev := range events {
+		target, voter, v, ok := j.decodeVote(ev.Kv)
+		if !ok {
+			continue
+		}
+		j.refuteIfLocal(ctx, target, v.Lease, ev.Kv)
+		j.keys.mu.Lock()
+		for q := range j.keys.voteSubs {
+			q.push(VoteEvent{Target: target, Voter: voter, Lease: v.Lease})
+		}
+		j.keys.mu.Unlock()
+	}
+}
+
+// refuteIfLocal deletes a vote against the current registration of a
+// member running in this process: a member that reaches etcd is alive,
+// whatever a peer that cannot reach it over gossip believes. A vote
+// against an earlier registration is harmless and left alone. The delete
+// runs on its own, so a slow refute holds up no other key.
+func (j *Job) refuteIfLocal(ctx context.Context, target string, lease int64, kv *mvccpb.KeyValue) {
+	j.keys.mu.Lock()
+	m := j.keys.locals[target]
+	j.keys.mu.Unlock()
+	if m == nil || m.lease.Load() != lease {
+		return
+	}
+	key, modRev := string(kv.Key), kv.ModRevision
+	j.wg.Go(func() {
+		if h := j.cfg.hooks; h != nil && h.beforeRefute != nil {
+			h.beforeRefute()
+		}
+		rctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		defer cancel()
+		// Only the vote we saw: a newer one is refuted when its event comes.
+		_, err := j.client.Txn(rctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
+			Then(clientv3.OpDelete(key)).Commit()
+		if err != nil {
+			j.reportError("refute", err)
+			return
+		}
+		m.log.Info("refuted a suspicion: this member is alive", "vote", strings.TrimPrefix(key, j.cfg.Prefix()))
+	})
+}
+
+// VoteEvent is a vote cast by a member of the job.
+type VoteEvent struct {
+	Target, Voter string
+	Lease         int64
+}
+
+// WatchVotes delivers the votes members cast (see Suspect) from now until
+// ctx ends; members that check a suspect on another's word use it. The
+// channel is closed when ctx ends, after its goroutine is done: the caller
+// owns it by reading until then.
+func (j *Job) WatchVotes(ctx context.Context) <-chan VoteEvent {
+	q := &voteQueue{wake: make(chan struct{}, 1)}
+	j.keys.mu.Lock()
+	j.keys.voteSubs[q] = struct{}{}
+	j.keys.mu.Unlock()
+	out := make(chan VoteEvent)
+	go func() {
+		defer close(out)
+		defer func() {
+			j.keys.mu.Lock()
+			delete(j.keys.voteSubs, q)
+			j.keys.mu.Unlock()
+		}()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-q.wake:
+			}
+			for _, v := range q.take() {
+				select {
+				case out <- v:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// voteQueue holds the votes not yet read by one WatchVotes caller: the
+// watch never waits for a slow reader.
+type voteQueue struct {
+	mu   sync.Mutex
+	q    []VoteEvent
+	wake chan struct{}
+}
+
+func (q *voteQueue) push(v VoteEvent) {
+	q.mu.Lock()
+	q.q = append(q.q, v)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *voteQueue) take() []VoteEvent {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := q.q
+	q.q = nil
+	return out
+}
