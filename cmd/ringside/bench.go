@@ -1,9 +1,7 @@
 package main
 
 import (
-	"fmt"
 	"os"
-	"runtime/pprof"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,29 +14,6 @@ func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure ringside against its targets; each prints one JSON line last",
-	}
-	var profile string
-	var stopProfile func()
-	cmd.PersistentFlags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of this process to the file (go tool pprof reads it)")
-	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
-		if profile == "" {
-			return nil
-		}
-		f, err := os.Create(profile)
-		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
-		return nil
-	}
-	cmd.PersistentPostRun = func(*cobra.Command, []string) {
-		if stopProfile != nil {
-			stopProfile()
-		}
 	}
 	cmd.AddCommand(newBenchRendezvousCmd(), newBenchDetectCmd(), newBenchRecoveryCmd(), newBenchGoodputCmd(), newBenchChaosCmd(), newBenchAutoscaleCmd())
 	return cmd

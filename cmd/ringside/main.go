@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -29,7 +30,8 @@ func main() {
 }
 
 func newRootCmd() *cobra.Command {
-	var logLevel, logFormat string
+	var logLevel, logFormat, profile string
+	stopProfile := func() {}
 	root := &cobra.Command{
 		Use:   "ringside",
 		Short: "Elastic data-parallel training on Kubernetes: fast rendezvous, failure detection and ring order",
@@ -48,11 +50,16 @@ without restarting every process.`,
 				return err
 			}
 			slog.SetDefault(logger)
-			return nil
+			if profile != "" {
+				stopProfile, err = startCPUProfile(profile)
+			}
+			return err
 		},
+		PersistentPostRun: func(*cobra.Command, []string) { stopProfile() },
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.PersistentFlags().StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	root.PersistentFlags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of this process to the file until it exits (go tool pprof reads it)")
 	root.AddCommand(newSidecarCmd(), newExecCmd(), newDiscoverHostsCmd(), newStatusCmd(), newEtcdCmd(), newBenchCmd(), newDemoCmd(), newNetoptCmd(), newGossipKeyCmd(), newControllerCmd(), newWebhookCmd())
 	documentEnv(root)
 	return root
@@ -71,4 +78,17 @@ func newLogger(level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// startCPUProfile profiles the process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
