@@ -62,7 +62,11 @@ func TestAKeyThatTimedOutLeavesWhenTheGraceEnds(t *testing.T) {
 // member coming back: its peers must form a new group with it.
 func TestANewInstanceUnderAHeldIDRestartsTheRing(t *testing.T) {
 	j, client := testJob(t, func(c *Config) { c.TTL, c.ExpiryGrace = 60*time.Second, time.Hour })
-	a, _ := join(t, j, "a"), join(t, j, "b")
+	// a leads: c's crash must not take the leadership with it for the
+	// minute its lease lives.
+	a := join(t, j, "a")
+	leaderOf(t, a)
+	join(t, j, "b")
 	c := join(t, j, "c")
 	g := await(t, a, "all three", hasIDs("a", "b", "c"))
 	c.Close()
