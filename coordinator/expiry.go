@@ -18,7 +18,9 @@ import (
 // a member's Leave: both leave evicted/<id> behind) from a key that only
 // timed out, and holds a member of the generation whose key timed out in
 // the ring for Config.ExpiryGrace: if it registers again meanwhile, nothing
-// changed.
+// changed. A member that a peer votes against is not held: its key timed
+// out and a live member finds it unresponsive, so it died (in a job of
+// two, where one vote never evicts, its lease expiring is how it leaves).
 
 // held is a member of the generation whose key timed out.
 type held struct {
@@ -45,7 +47,7 @@ func (st *leaderState) planning() map[string]record.MemberInfo {
 }
 
 // holdMissing holds, at the start of a term, the members of the generation
-// that have no key and no eviction record at rev.
+// that have no key, no eviction record and no vote against them at rev.
 func (m *Member) holdMissing(ctx context.Context, st *leaderState, rev int64, now time.Time) error {
 	grace := m.job.cfg.ExpiryGrace
 	if st.gen == nil || grace == 0 {
@@ -60,17 +62,24 @@ func (m *Member) holdMissing(ctx context.Context, st *leaderState, rev int64, no
 	if len(missing) == 0 {
 		return nil
 	}
-	prefix := m.job.cfg.Prefix() + record.EvictedDir
-	resp, err := m.job.client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(rev))
+	p := m.job.cfg.Prefix()
+	resp, err := m.job.client.Txn(ctx).Then(
+		clientv3.OpGet(p+record.EvictedDir, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(rev)),
+		clientv3.OpGet(p+record.SuspectsDir, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(rev)),
+	).Commit()
 	if err != nil {
 		return err
 	}
-	evicted := make(map[string]bool, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		evicted[strings.TrimPrefix(string(kv.Key), prefix)] = true
+	gone := make(map[string]bool)
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		gone[strings.TrimPrefix(string(kv.Key), p+record.EvictedDir)] = true
+	}
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		target, _, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), p+record.SuspectsDir), "/")
+		gone[target] = true
 	}
 	for _, rm := range missing {
-		if evicted[rm.ID] {
+		if gone[rm.ID] {
 			continue
 		}
 		info := record.MemberInfo{ID: rm.ID, Addr: rm.Addr, Slots: rm.Slots, Incarnation: rm.Incarnation, Instance: rm.Instance, State: record.StateActive}
@@ -81,7 +90,7 @@ func (m *Member) holdMissing(ctx context.Context, st *leaderState, rev int64, no
 }
 
 // holdIfTimedOut holds member id, whose key was just deleted, if it was in
-// the generation and nothing evicted it.
+// the generation, nothing evicted it and no peer votes against it.
 func (m *Member) holdIfTimedOut(ctx context.Context, st *leaderState, id string, info record.MemberInfo, now time.Time) {
 	grace := m.job.cfg.ExpiryGrace
 	if st.gen == nil || grace == 0 {
@@ -90,9 +99,13 @@ func (m *Member) holdIfTimedOut(ctx context.Context, st *leaderState, id string,
 	if _, in := st.gen.Member(id); !in {
 		return
 	}
-	resp, err := m.job.client.Get(ctx, m.job.cfg.Prefix()+record.EvictedDir+id, clientv3.WithCountOnly())
-	if err == nil && resp.Count > 0 {
-		return // evicted or left: act on the departure
+	p := m.job.cfg.Prefix()
+	resp, err := m.job.client.Txn(ctx).Then(
+		clientv3.OpGet(p+record.EvictedDir+id, clientv3.WithCountOnly()),
+		clientv3.OpGet(p+record.SuspectsDir+id+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()),
+	).Commit()
+	if err == nil && resp.Responses[0].GetResponseRange().Count+resp.Responses[1].GetResponseRange().Count > 0 {
+		return // evicted, left or found dead by a peer: act on the departure
 	}
 	// A key gone without a record, or we cannot tell (the hold ends with
 	// the grace either way).

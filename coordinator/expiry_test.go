@@ -166,3 +166,33 @@ func orphan(m *Member) {
 	defer m.mu.Unlock()
 	m.sess.Orphan()
 }
+
+// In a job of two one vote never evicts: a dead member leaves when its
+// lease expires. The survivor's vote against it says it died, so its place
+// is not held as that of a key that only timed out, whether it led (the
+// survivor's term starts without it) or not.
+func TestAMemberVotedAgainstIsNotHeldWhenItsKeyTimesOut(t *testing.T) {
+	for _, leaderDies := range []bool{true, false} {
+		t.Run(map[bool]string{true: "the leader dies", false: "a follower dies"}[leaderDies], func(t *testing.T) {
+			j, _ := testJob(t, func(c *Config) { c.TTL, c.ExpiryGrace = time.Second, time.Hour })
+			first := join(t, j, "a")
+			leaderOf(t, first)
+			second := join(t, j, "b")
+			dead, survivor := second, first
+			if leaderDies {
+				dead, survivor = first, second
+			}
+			g := await(t, survivor, "a and b", hasIDs("a", "b"))
+			dead.Close() // a crash: its lease expires within the TTL
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if v, err := survivor.Suspect(ctx, dead.ID()); err != nil || v != Voted {
+				t.Fatalf("vote against %s: %v, %v; want voted", dead.ID(), v, err)
+			}
+			next := await(t, survivor, "generation without "+dead.ID(), hasIDs(survivor.ID()))
+			if next.Number <= g.Number || !slices.Contains(next.Left, dead.ID()) {
+				t.Fatalf("generation %d (after %d) left %v, want %s", next.Number, g.Number, next.Left, dead.ID())
+			}
+		})
+	}
+}
