@@ -198,3 +198,66 @@ func TestALostGenerationKeyAndACrashedLeaderLeaveTheSurvivorsARing(t *testing.T)
 		}
 	}
 }
+
+// A member joins while the next leader still holds the crashed leader's
+// place (its key only timed out, after the generation key was lost): the
+// generation of the join may keep it, but once the hold ends the leader
+// must commit the ring without it, and every member's view must move on.
+func TestAJoinWhileACrashedLeaderIsHeldAfterTheKeyWasLostStillDropsIt(t *testing.T) {
+	srv := etcdtest.Start(t)
+	client := etcdtest.Client(t, srv)
+	ja, jb, jc, jd := newTestJob(t, client), newTestJob(t, client), newTestJob(t, client), newTestJob(t, client)
+	a := join(t, ja, "a")
+	leaderOf(t, a)
+	b, c := join(t, jb, "b"), join(t, jc, "c")
+	last := await(t, c, "all three", hasIDs("a", "b", "c"))
+	if _, err := client.Delete(context.Background(), ja.genKey()); err != nil {
+		t.Fatal(err)
+	}
+	a.Close() // no revoke: the lease runs out, and the next leader holds a's place
+	leaderOf(t, b, c)
+	d := join(t, jd, "d")
+	for _, m := range []*Member{b, c, d} {
+		g := awaitNewer(t, m.ID(), m.Generations(), last.Number, hasIDs("b", "c", "d"))
+		if g.Leader == "a" {
+			t.Fatalf("generation %d committed by the crashed leader", g.Number)
+		}
+	}
+	for _, j := range []*Job{jb, jc, jd} {
+		if g := j.Generation(); g.Number <= last.Number || !hasIDs("b", "c", "d")(g) {
+			t.Fatalf("job holds generation %d with %v, want one above %d with b, c and d", g.Number, g.IDs(), last.Number)
+		}
+	}
+}
+
+// The generation key is lost, a member that never saw it joins as
+// standby (a ring change the policy refuses commits nothing), and the
+// leader crashes: the survivor and the standby must form the next ring,
+// numbered above the lost one.
+func TestAStandbyThatNeverSawTheLostKeyTakesTheCrashedLeadersPlace(t *testing.T) {
+	srv := etcdtest.Start(t)
+	client := etcdtest.Client(t, srv)
+	two := func(c *Config) { c.Policy = Policy{Min: 1, Max: 2, Unit: 1} }
+	ja, jb := newTestJob(t, client, two), newTestJob(t, client, two)
+	a := join(t, ja, "a")
+	leaderOf(t, a)
+	b := join(t, jb, "b")
+	last := await(t, b, "a and b", hasIDs("a", "b"))
+	if _, err := client.Delete(context.Background(), ja.genKey()); err != nil {
+		t.Fatal(err)
+	}
+	jc := newTestJob(t, client, two)
+	c := join(t, jc, "c")
+	a.Close()
+	for _, m := range []*Member{b, c} {
+		g := awaitNewer(t, m.ID(), m.Generations(), last.Number, hasIDs("b", "c"))
+		if g.Leader == "a" {
+			t.Fatalf("generation %d committed by the crashed leader", g.Number)
+		}
+	}
+	for _, j := range []*Job{jb, jc} {
+		if g := j.Generation(); g.Number <= last.Number || !hasIDs("b", "c")(g) {
+			t.Fatalf("job holds generation %d with %v, want one above %d with b and c", g.Number, g.IDs(), last.Number)
+		}
+	}
+}
