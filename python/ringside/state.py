@@ -213,10 +213,15 @@ def _received(payload):
 def _collective(fn, *args):
     """Runs one of sync's collectives; its failure is the group's, never the
     training code's (CollectiveFailed)."""
+    from . import _current
+
+    token = _current.collective_began()
     try:
-        return fn(*args)
+        out = fn(*args)
     except Exception as e:
         raise CollectiveFailed("the sync's %s failed: %s" % (getattr(fn, "__name__", "collective"), e)) from e
+    _current.collective_ended(token)
+    return out
 
 
 # Python's, numpy's and torch's random number generators.
