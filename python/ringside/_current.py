@@ -2,13 +2,19 @@
 of this process's rank and world size inside run() comes from here, never
 from torch's process-group registry, which an abort may clear while the
 training thread still runs (torch >= 2.6 clears it when the default group
-is aborted)."""
+is aborted). It also knows when the collectives ringside itself starts
+(a sync's, the gradient noise scale's DDP hook) began, so that a failed
+one is timed from its own start."""
 
+import itertools
 import threading
+import time
 
 _lock = threading.Lock()
 _group = None  # the Group being trained in
 _running = 0  # run() calls in progress
+_collectives = {}  # {token: when it began (time.monotonic())} of the collectives in flight
+_tokens = itertools.count()
 
 
 class NoGroup(RuntimeError):
@@ -34,6 +40,7 @@ def set_group(group):
     global _group
     with _lock:
         _group = group
+        _collectives.clear()
 
 
 def clear_group(group=None):
@@ -42,6 +49,30 @@ def clear_group(group=None):
     with _lock:
         if group is None or _group is group:
             _group = None
+            _collectives.clear()
+
+
+def collective_began():
+    """Notes that a collective begins now; returns the token that
+    collective_ended takes once it completed. One that fails is never
+    ended: it stays in flight until the group changes."""
+    token = next(_tokens)
+    with _lock:
+        _collectives[token] = time.monotonic()
+    return token
+
+
+def collective_ended(token):
+    with _lock:
+        _collectives.pop(token, None)
+
+
+def collective_since(after):
+    """When the oldest collective in flight that began at or after `after`
+    (time.monotonic()) began; None when there is none."""
+    with _lock:
+        starts = [t for t in _collectives.values() if t >= after]
+    return min(starts) if starts else None
 
 
 def group():

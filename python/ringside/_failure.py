@@ -7,7 +7,12 @@ training code, by what happened rather than by the words of a message:
   own sync or store failed;
 - one of the group's own connections went down (a peer's process died, or
   its group was aborted and its sockets shut down): asked of the sockets;
-- the call waited a whole collective timeout: a silent peer.
+- the collective waited a whole collective timeout: a silent peer. The
+  wait counts from the start of the oldest collective ringside saw begin
+  since the last commit and not end (a sync's, the DDP hook's of
+  State.measure_gns: see _current), else from the last commit: a step
+  that computed longer than the timeout before a collective that failed
+  at once did not wait it.
 
 Only RuntimeError and OSError (torch's distributed errors derive from
 RuntimeError) can be a broken collective: anything else, and one of those
@@ -20,6 +25,7 @@ first, as a peer's death shows in the sidecar a moment after it shows here.
 
 import time
 
+from . import _current
 from ._store import StoreError
 from .errors import CollectiveFailed
 
@@ -55,7 +61,9 @@ def collective_failure(err, group, watcher, generation, since, timeout, grace=GR
     """Why err, raised while training in group (generation), is a broken
     collective, as a short phrase; None when it is the training code's own
     error. since is when the training thread was last seen making progress
-    (its last commit); timeout is the collective timeout in seconds."""
+    (its last commit); timeout is the collective timeout in seconds,
+    counted from the start of the oldest collective in flight that began
+    after since where one is known."""
     dist_types = _dist_types()
     for e in _chain(err):
         if isinstance(e, dist_types):
@@ -65,7 +73,8 @@ def collective_failure(err, group, watcher, generation, since, timeout, grace=GR
     why = _announced(group, watcher, generation)
     if why:
         return why
-    if time.monotonic() - since >= timeout:
+    began = _current.collective_since(since)
+    if time.monotonic() - (since if began is None else began) >= timeout:
         return "the step waited the collective timeout (%.0fs)" % timeout
     deadline = time.monotonic() + grace
     while True:

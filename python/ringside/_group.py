@@ -98,8 +98,9 @@ class Group:
         log.debug("generation %d: the group's connections: %s", self.generation, sorted(found.values()))
         with self._lock:
             self._sockets = found
-            if self.aborted and not self.destroyed:
-                _sockets.shutdown(found)
+            late = self.aborted and not self.destroyed
+        if late:  # aborted before its sockets were known; shut down outside the lock, as abort() does
+            _sockets.shutdown(found)
 
     def broken_links(self):
         """The peer hosts of this group's connections that went down (see
@@ -440,15 +441,25 @@ NCCL_ERROR_HANDLING = {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HAND
 
 
 # The NCCL variables ringside set, and to what: a later generation's
-# settings replace them (a new member set may need another interface);
-# a variable the user set before is never touched.
+# settings replace them (a new member set may need another interface), and
+# one it no longer names is removed; a variable the user set is never
+# touched. Torch reads its TORCH_NCCL_* variables at every group it makes;
+# NCCL itself keeps some of its own from the first communicator of the
+# process on.
 _applied_nccl = {}
 
 
 def apply_nccl_env(settings):
-    """Sets the NCCL environment of a new generation: its settings
-    (netopt's, through the sidecar) and NCCL_ERROR_HANDLING."""
-    for k, v in list(nccl_error_handling().items()) + list((settings or {}).items()):
+    """Sets the NCCL environment of a new generation, before its
+    init_process_group: its settings (netopt's, through the sidecar) and
+    NCCL_ERROR_HANDLING, less what an earlier generation set and this one
+    does not."""
+    want = dict(nccl_error_handling())
+    want.update(settings or {})
+    for k in [k for k in _applied_nccl if k not in want]:
+        if os.environ.get(k) == _applied_nccl.pop(k):
+            del os.environ[k]
+    for k, v in want.items():
         cur = os.environ.get(k)
         if cur is not None and _applied_nccl.get(k) != cur:
             if k not in NCCL_ERROR_HANDLING and cur != v:

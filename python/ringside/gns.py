@@ -85,10 +85,12 @@ class GradientNoiseScale:
         world = _current.rank_world()[1]
         local = t.detach().float().pow(2).sum()
         t.div_(world)
+        token = _current.collective_began()
         fut = dist.all_reduce(t, async_op=True).get_future()
 
         def done(f: Any) -> Any:
             out = f.value()[0]
+            _current.collective_ended(token)
             total = out.detach().float().pow(2).sum()
             self._local = local if self._local is None else self._local + local
             self._total = total if self._total is None else self._total + total

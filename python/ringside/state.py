@@ -18,10 +18,10 @@ same objects (a scheduler keeps stepping the live optimizer), loaded from
 the commit. sync() makes every rank of a new group hold the same commit:
 the rank with the newest commit broadcasts it in a format of tensors and
 plain data only (decoding it cannot run code, unlike a pickle), every
-receiver verifies its SHA-256, and every rank's parameters are checksummed
-and compared; any difference raises StateCorrupt. A rank that already
-held a commit of the same step keeps its own random states, so per-rank
-streams go on; a rank behind takes the sender's.
+receiver verifies its SHA-256, and every rank's committed parameters are
+checksummed and compared; any difference raises StateCorrupt. A rank that
+already held a commit of the same step keeps its own random states, so
+per-rank streams go on; a rank behind takes the sender's.
 
 save(path) and load(path) keep the commit on disk in the same format.
 """
@@ -86,12 +86,11 @@ def _clone_cpu(obj):
     return copy.deepcopy(obj)
 
 
-def _copy_cpu(obj, into, cuda):
-    """_clone_cpu into the buffers of into (an earlier capture of the same
+def _copy_cpu(obj, into, copies):
+    """_clone_cpu into the buffers of into (the last capture, of the same
     shape) wherever they fit, so a commit writes into memory it already
     has instead of allocating (and faulting in) a model's worth per step.
-    A tensor on a GPU is copied asynchronously into pinned memory; cuda
-    (a list) collects that it happened, to be waited on before use."""
+    A tensor on a GPU goes into pinned memory through copies (_HostCopies)."""
     import torch
 
     if isinstance(obj, torch.Tensor):
@@ -102,8 +101,7 @@ def _copy_cpu(obj, into, cuda):
         else:
             dst = torch.empty(t.shape, dtype=t.dtype, pin_memory=t.is_cuda)
         if t.is_cuda:
-            dst.copy_(t, non_blocking=True)
-            cuda.append(t.device)
+            copies.copy(dst, t)
         else:
             dst.copy_(t)
         return dst
@@ -114,13 +112,61 @@ def _copy_cpu(obj, into, cuda):
             out = {}
         sub = into if isinstance(into, dict) else {}
         for k, v in obj.items():
-            out[k] = _copy_cpu(v, sub.get(k), cuda)
+            out[k] = _copy_cpu(v, sub.get(k), copies)
         return out
     if isinstance(obj, (list, tuple)) and not hasattr(obj, "_fields"):
         sub = into if type(into) is type(obj) and len(into) == len(obj) else [None] * len(obj)
-        out = [_copy_cpu(v, d, cuda) for v, d in zip(obj, sub)]
+        out = [_copy_cpu(v, d, copies) for v, d in zip(obj, sub)]
         return out if isinstance(obj, list) else tuple(out)
     return _clone_cpu(obj)
+
+
+def _gpu_devices(obj):
+    """The GPUs holding the tensors in obj (nested dicts, lists, tuples)."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return {obj.device} if obj.is_cuda else set()
+    if isinstance(obj, dict):
+        obj = list(obj.values())
+    if isinstance(obj, (list, tuple)):
+        return set().union(*(_gpu_devices(v) for v in obj)) if obj else set()
+    return set()
+
+
+class _HostCopies:
+    """The device-to-host copies of commits, off the compute stream. settle
+    records an event on each device's current (compute) stream at the end
+    of the step and waits for that event only; the copies then run on a
+    side stream of the device (one per device, kept), ordered after the
+    event, and finish waits for the side streams: a commit is taken once
+    its copies landed, and nothing queued on the compute stream waits
+    behind them. cuda is torch.cuda."""
+
+    def __init__(self, cuda):
+        self._cuda = cuda
+        self._side = {}  # {device: side stream}
+        self._used = []  # the devices of this commit's copies
+
+    def settle(self, devices):
+        cuda = self._cuda
+        self._used = sorted(devices, key=str)
+        for dev in self._used:
+            ev = cuda.Event()
+            ev.record(cuda.current_stream(dev))
+            if dev not in self._side:
+                self._side[dev] = cuda.Stream(device=dev)
+            self._side[dev].wait_event(ev)
+            ev.synchronize()
+
+    def copy(self, dst, src):
+        with self._cuda.stream(self._side[src.device]):
+            dst.copy_(src, non_blocking=True)
+
+    def finish(self):
+        for dev in self._used:
+            self._side[dev].synchronize()
+        self._used = []
 
 
 def _tensor_bytes(t):
@@ -167,10 +213,15 @@ def _received(payload):
 def _collective(fn, *args):
     """Runs one of sync's collectives; its failure is the group's, never the
     training code's (CollectiveFailed)."""
+    from . import _current
+
+    token = _current.collective_began()
     try:
-        return fn(*args)
+        out = fn(*args)
     except Exception as e:
         raise CollectiveFailed("the sync's %s failed: %s" % (getattr(fn, "__name__", "collective"), e)) from e
+    _current.collective_ended(token)
+    return out
 
 
 # Python's, numpy's and torch's random number generators.
@@ -227,10 +278,12 @@ class State:
     and samples this member's samples; both are committed. With rng
     (default), the random generators' states are committed too.
 
-    A commit copies into the buffers of the commit before last (two sets
-    of host buffers, pinned for tensors on a GPU, reused from step to
-    step); from a GPU the copy is asynchronous and is waited for before
-    the next commit, a restore, a sync or a save. With commit_every=k,
+    A commit copies into one set of host buffers, reused from commit to
+    commit (pinned for tensors on a GPU, where the copies run on a side
+    stream after the step's work: see _HostCopies); only a change of
+    shapes or dtypes, or a checkpoint still being written from them, makes
+    it allocate. The copy overwrites the last commit only once the step's
+    work is done and its group was not aborted. With commit_every=k,
     commit() keeps a copy only every k steps (it still checks for a new
     generation every time): cheaper, and up to k-1 steps are trained again
     after a failure. stats holds what commits and syncs cost.
@@ -252,9 +305,9 @@ class State:
         if int(commit_every) < 1:
             raise ValueError("commit_every must be at least 1, got %r" % (commit_every,))
         self.commit_every = int(commit_every)
-        self._spare = None  # the commit before last: the next capture's buffers
-        self._lent = None  # a commit being written to disk: never reused
-        self._copying = []  # devices with asynchronous copies into the commit
+        self._buffers = None  # the last capture: the host buffers the next one copies into
+        self._copies = None  # a _HostCopies once a commit copied from a GPU
+        self._params_sha = None  # of the last commit's model, once a sync asked for it
         self._gns = None  # a GradientNoiseScale once measure_gns was called
         self._gns_batch = None
         self.stats = {"commits": 0, "commit_s": 0.0, "last_commit_s": 0.0, "sync_bytes": 0, "last_sync_bytes": 0}
@@ -296,41 +349,42 @@ class State:
     def committed_step(self) -> int:
         return self._snapshot["step"]
 
-    def _capture(self, into):
-        into = into or {}
-        cuda = []
-        snap = {
+    def _gather(self):
+        """What a commit holds, its tensors still the live ones (nothing is
+        copied yet): everything that could raise comes before the copy."""
+        return {
             "step": int(self.step),
             "samples": int(self.samples),
-            "model": _copy_cpu(self.model.state_dict(), into.get("model"), cuda),
-            "optimizer": (_copy_cpu(self.optimizer.state_dict(), into.get("optimizer"), cuda)
-                          if self.optimizer is not None else None),
-            "objects": {k: _copy_cpu(o.state_dict(), (into.get("objects") or {}).get(k), cuda)
-                        for k, o in self._objects.items()},
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict() if self.optimizer is not None else None,
+            "objects": {k: o.state_dict() for k, o in self._objects.items()},
             "fields": copy.deepcopy({k: getattr(self, k) for k in self._fields}),
             "rng": _rng_capture() if self._rng else None,
         }
-        self._copying = sorted(set(cuda), key=str)
-        return snap
 
-    def _complete(self):
-        """Waits for the asynchronous copies of the last commit."""
-        if self._copying:
-            import torch
-
-            for dev in self._copying:
-                torch.cuda.current_stream(dev).synchronize()
-            self._copying = []
+    def _copy(self, live, devices):
+        """live (from _gather) copied into the host buffers of the last
+        capture; devices are the GPUs its tensors are on, settled."""
+        into = self._buffers or {}
+        copies = self._copies
+        snap = dict(live)
+        for k in ("model", "optimizer"):
+            snap[k] = _copy_cpu(live[k], into.get(k), copies)
+        snap["objects"] = {k: _copy_cpu(sd, (into.get("objects") or {}).get(k), copies)
+                           for k, sd in live["objects"].items()}
+        if devices:
+            copies.finish()
+        self._snapshot = self._buffers = snap
+        self._params_sha = None
 
     def _lend(self):
-        """The last commit, complete, for a reader that keeps it (a
-        checkpoint being written): its buffers are not reused."""
-        self._complete()
-        self._lent = self._snapshot
+        """The last commit, for a reader that keeps it (a checkpoint being
+        written): the next commit does not copy into its buffers."""
+        if self._buffers is self._snapshot:
+            self._buffers = None
         return self._snapshot
 
     def _apply(self, snap):
-        self._complete()
         self.model.load_state_dict(snap["model"])
         if self.optimizer is not None and snap["optimizer"] is not None:
             # A copy: the optimizer keeps CPU tensors it is given, and
@@ -368,16 +422,22 @@ class State:
             session.check(self.generation, drain=False)
         if force or self.commit_every == 1 or self.step - prev >= self.commit_every or self.step < prev:
             t0 = time.perf_counter()
-            self._complete()
-            old, self._snapshot = self._snapshot, self._capture(self._spare)
+            live = self._gather()
+            devices = _gpu_devices([live["model"], live["optimizer"], live["objects"]])
+            if devices:
+                import torch
+
+                if self._copies is None:
+                    self._copies = _HostCopies(torch.cuda)
+                self._copies.settle(devices)
             if check and session is not None and session.aborted(self.generation):
-                # The group was aborted while the copy was taken: the step
-                # may be an aborted one. Keep the commit before it.
-                self._complete()
-                self._snapshot, self._spare = old, self._snapshot
+                # The group was aborted before the step's work was done: the
+                # step may hold an aborted collective's result. The last
+                # commit stays (its buffers are not written yet); an abort
+                # that comes later cannot touch the step's finished work.
                 session.check(self.generation, drain=False)
                 raise GenerationChanged("the group of generation %d was aborted during the commit" % self.generation)
-            self._spare = old if old is not None and old is not self._lent else None
+            self._copy(live, devices)
             took = time.perf_counter() - t0
             st = self.stats
             st["commits"] += 1
@@ -416,11 +476,18 @@ class State:
         self.restore()
 
     def _replace(self, snap):
-        """Makes snap (decoded, from a peer or a file) the last commit."""
-        self._complete()
-        old, self._snapshot = self._snapshot, snap
-        if old is not None and old is not self._lent:
-            self._spare = old
+        """Makes snap (decoded, from a peer or a file) the last commit; the
+        next commit copies into the buffers of the last capture still."""
+        self._snapshot = snap
+        self._params_sha = None
+
+    def _params_digest(self):
+        """SHA-256 of the parameters and buffers of the last commit, as a
+        sync sends them: the host copy is hashed, never the model on its
+        device, and once per commit however many syncs ask."""
+        if self._params_sha is None:
+            self._params_sha = tensors_digest(self._snapshot["model"].items())
+        return self._params_sha
 
     # Consistency across ranks.
 
@@ -463,31 +530,32 @@ class State:
 
     def sync(self) -> int:
         """Makes every rank of the current group hold the same state. First
-        every rank learns every rank's commit (its step and parameter
-        digest, once it restored its own) in one collective: when all are
-        equal, that is all. Else the lowest rank holding the newest commit
-        (rank 0 when all agree) sends it to the ranks whose commit is older
-        (joiners, a rank a step behind), in pieces of SYNC_CHUNK bytes;
-        ranks holding the newest commit already receive nothing (when most
-        ranks need it, it is broadcast instead). Then every rank's
-        parameters are checksummed and compared. Raises StateCorrupt when
-        a payload arrives corrupt, is refused, or ranks hold different
+        every rank learns every rank's commit (its step and the digest of
+        its parameters and buffers as a sync sends them, the host copy) in
+        one collective: when all are equal, that is all. Else the lowest
+        rank holding the newest commit (rank 0 when all agree) sends it to
+        the ranks whose commit is older (joiners, a rank a step behind), in
+        pieces of SYNC_CHUNK bytes; ranks holding the newest commit already
+        receive nothing (when most ranks need it, it is broadcast instead).
+        Then every rank's committed parameters are checksummed and compared
+        (a receiver's as it received them). Raises StateCorrupt when a
+        payload arrives corrupt, is refused, or ranks hold different
         parameters afterwards, and CollectiveFailed when one of its
         collectives fails. Returns the source rank;
         stats["last_sync_bytes"] says how many bytes the group moved."""
         import torch
         import torch.distributed as dist
 
-        self._complete()
         rank, world, backend = _session_group()
         dev = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
         # One collective tells every rank every rank's step, the digest of
-        # the parameters it restored from its own commit and the digest of
+        # the parameters of its commit (hashed on the host, once per commit:
+        # the model on the device is never read back) and the digest of
         # the rest of that commit (samplers, schedulers, fields: what decides
         # which data the next steps train). When all are equal (a member
         # left: the survivors hold the same commit) that is the whole sync.
         self.restore()
-        own_step, restored = self._snapshot["step"], self.digest()
+        own_step, restored = self._snapshot["step"], self._params_digest()
         mine_t = torch.tensor([own_step] + list(restored) + list(commit_digest(self._snapshot)), dtype=torch.int64,
                               device=dev)
         commits = [torch.zeros_like(mine_t) for _ in range(world)]
@@ -520,7 +588,7 @@ class State:
         # Every rank learns every rank's parameter digest (and how many
         # bytes it received), so all of them agree on whether to go on; a
         # rank whose payload was corrupt sends zeros.
-        own = bytes(32) if problem else restored if got is None else self.digest()
+        own = bytes(32) if problem else restored if got is None else self._params_digest()
         mine_t = torch.tensor(list(own) + [got_bytes], dtype=torch.int64, device=dev)
         all_t = [torch.zeros_like(mine_t) for _ in range(world)]
         _collective(dist.all_gather, all_t, mine_t)

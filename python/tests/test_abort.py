@@ -143,8 +143,8 @@ class NativeAbortTest(unittest.TestCase):
 
 
 class NcclEnvTest(unittest.TestCase):
-    KEYS = ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING",
-            "NCCL_BLOCKING_WAIT")
+    KEYS = ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_NET_GDR_LEVEL", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+            "NCCL_ASYNC_ERROR_HANDLING", "NCCL_BLOCKING_WAIT")
 
     def setUp(self):
         saved = {k: os.environ.get(k) for k in self.KEYS}
@@ -170,6 +170,32 @@ class NcclEnvTest(unittest.TestCase):
         _group.apply_nccl_env({"NCCL_SOCKET_IFNAME": "=eth1"})
         self.assertEqual(os.environ["NCCL_SOCKET_IFNAME"], "=eth1", "a later generation's settings were ignored")
         self.assertEqual(os.environ["NCCL_IB_HCA"], "=mlx5_9")
+
+    @require_torch
+    def test_each_generation_forms_with_its_own_settings_and_not_the_last_ones(self):
+        import types
+
+        seen = []
+
+        def init(*args, **kwargs):
+            seen.append({k: os.environ.get(k) for k in ("NCCL_SOCKET_IFNAME", "NCCL_NET_GDR_LEVEL", "NCCL_IB_HCA")})
+
+        def generation(n, nccl):
+            return types.SimpleNamespace(generation=n, rank=0, world_size=1, nccl=nccl, members=[], addr="",
+                                         master_addr="127.0.0.1", master_port=29500, store_token="")
+
+        store = types.SimpleNamespace(close=lambda: None)
+        os.environ["NCCL_IB_HCA"] = "=mlx5_9"  # the user's
+        with mock.patch.object(_group, "_store", lambda *a: (None, store)), \
+                mock.patch.object(_group, "_await_peers", lambda *a: None), \
+                mock.patch("torch.distributed.PrefixStore", lambda prefix, s: s), \
+                mock.patch("torch.distributed.init_process_group", init):
+            _group.form(generation(1, {"NCCL_SOCKET_IFNAME": "=eth0", "NCCL_NET_GDR_LEVEL": "PHB"}), 0, "nccl")
+            _group.form(generation(2, {"NCCL_SOCKET_IFNAME": "=eth1", "NCCL_IB_HCA": "=mlx5_0"}), 0, "nccl")
+        self.assertEqual(seen, [
+            {"NCCL_SOCKET_IFNAME": "=eth0", "NCCL_NET_GDR_LEVEL": "PHB", "NCCL_IB_HCA": "=mlx5_9"},
+            {"NCCL_SOCKET_IFNAME": "=eth1", "NCCL_NET_GDR_LEVEL": None, "NCCL_IB_HCA": "=mlx5_9"},
+        ], "a generation formed with another generation's NCCL settings")
 
     def test_nccl_failures_raise_on_every_torch_version(self):
         self.assertEqual(_group.nccl_error_handling("2.11.0+cu130"), {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "2"})

@@ -122,6 +122,57 @@ class NativeAbortTest(unittest.TestCase):
         d.join(5)
 
 
+def free_elsewhere(lock):
+    """Whether another thread can take lock now (it is released at once)."""
+    got = []
+
+    def take():
+        ok = lock.acquire(blocking=False)
+        if ok:
+            lock.release()
+        got.append(ok)
+    t = threading.Thread(target=take)
+    t.start()
+    t.join(5)
+    return got == [True]
+
+
+class AbortOutsideLocksTest(unittest.TestCase):
+    """No native abort or socket shutdown runs under a lock that another
+    thread (the training thread, the watcher) may need meanwhile."""
+
+    def test_a_group_aborted_before_formed_shuts_its_sockets_down_outside_its_lock(self):
+        g = _group.Group(generation=3, rank=0, world_size=2, backend="gloo", server=None,
+                         store=types.SimpleNamespace(close=lambda: None), before=set(), master_port=1, timeout_s=5)
+        g.abort("test")  # before its sockets are known: formed() shuts them down
+        free = []
+
+        def shutdown(inodes):
+            free.append(free_elsewhere(g._lock))
+            return len(inodes)
+
+        with mock.patch.object(_group._sockets, "supported", lambda: True), \
+                mock.patch.object(_group._sockets, "group_sockets", lambda *a, **kw: {101: "10.0.0.2"}), \
+                mock.patch.object(_group._sockets, "shutdown", shutdown):
+            g.formed()
+        self.assertEqual(free, [True], "the sockets were shut down under the group's lock")
+
+    def test_the_watcher_aborts_outside_its_lock(self):
+        from ringside._watcher import Watcher
+
+        w = Watcher(client=None)
+        free = []
+        g = types.SimpleNamespace(generation=1, abort=lambda why: free.append(free_elsewhere(w._cond)))
+        ev = types.SimpleNamespace
+        w.attach(g, ["m1"])
+        w._handle(ev(type="generation", generation=ev(generation=2)))  # a newer generation
+        w.attach(g, ["m1"])  # one known already
+        w.latest = 0
+        w._handle(ev(type="member_dead", member="m1"))
+        w._fail(RuntimeError("lost"))
+        self.assertEqual(free, [True] * 4)
+
+
 @require_torch
 class SessionRankTest(unittest.TestCase):
     def test_inside_run_the_sampler_reads_the_session_not_the_registry(self):

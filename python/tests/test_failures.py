@@ -7,12 +7,14 @@ import pickle
 import tempfile
 import threading
 import time
+import types
 import unittest
+from unittest import mock
 
 from test_elastic import Harness
 from torchreq import require_torch
 
-from ringside import _failure
+from ringside import _current, _failure
 
 
 class FakeGroup:
@@ -86,6 +88,45 @@ class ClassificationTest(unittest.TestCase):
 
         for t in (Interrupted, GenerationChanged, DrainRequested):
             self.assertFalse(issubclass(t, Exception), "%s is caught by `except Exception:`" % t.__name__)
+
+
+@require_torch
+class CollectiveStartTest(unittest.TestCase):
+    """The collective timeout counts from the start of the collective, not
+    from the last commit."""
+
+    def setUp(self):
+        _current.set_group(types.SimpleNamespace(rank=0, world_size=2, backend="gloo", aborted=False))
+        self.addCleanup(_current.clear_group)
+
+    def failed_hook_collective(self):
+        """Runs ringside's DDP hook on a bucket whose all-reduce fails at
+        once; returns the error the step gets."""
+        import torch
+
+        from ringside.gns import GradientNoiseScale
+
+        fut = torch.futures.Future()
+        fut.set_exception(RuntimeError("Connection reset by peer"))
+        bucket = types.SimpleNamespace(buffer=lambda: torch.ones(4))
+        with mock.patch("torch.distributed.all_reduce", lambda t, async_op: types.SimpleNamespace(get_future=lambda: fut)):
+            out = GradientNoiseScale()._hook(None, bucket)
+        with self.assertRaises(RuntimeError) as cm:
+            out.wait()
+        return cm.exception
+
+    def test_a_long_computation_before_a_collective_that_fails_at_once_did_not_wait_the_timeout(self):
+        committed = time.monotonic() - 61  # the step computed longer than the timeout
+        err = self.failed_hook_collective()
+        why = _failure.collective_failure(err, FakeGroup(), FakeWatcher(), 3, committed, 60.0, grace=0.05)
+        self.assertIsNone(why, "a collective that failed at once was taken for one that waited the timeout")
+
+    def test_a_collective_that_waited_the_timeout_is_a_broken_group(self):
+        committed = time.monotonic() - 120
+        with mock.patch.object(_current.time, "monotonic", lambda: committed + 1):  # it began right after the commit
+            err = self.failed_hook_collective()
+        why = _failure.collective_failure(err, FakeGroup(), FakeWatcher(), 3, committed, 60.0, grace=0.05)
+        self.assertIn("collective timeout", why or "")
 
 
 @require_torch

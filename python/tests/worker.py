@@ -65,14 +65,10 @@ def main():
                 return (os.system, ("touch %s" % os.environ["TEST_PWNED"],))
 
         state_mod._serialize = lambda snap: pickle.dumps({"step": 0, "model": Evil()})
-    elif corrupt == "params":
-        orig = state.restore
-
-        def restore():
-            orig()
-            with torch.no_grad():
-                next(state.model.parameters()).add_(1e-3)
-        state.restore = restore
+    elif corrupt == "params":  # a commit of the same step as the others' whose parameters differ
+        with torch.no_grad():
+            next(state.model.parameters()).add_(1e-3)
+        state.commit(check=False)
 
     user_error = int(os.environ.get("TEST_USER_ERROR", "0"))
 
