@@ -65,7 +65,27 @@ type DetectResult struct {
 	// SidecarAnonMiB is the sidecar's own part of SidecarRSSMiB; the rest
 	// is pages of the executable, shared by every sidecar on the machine.
 	SidecarAnonMiB float64 `json:"sidecar_rss_anon_mib"`
-	SidecarCPUPct  float64 `json:"sidecar_cpu_pct"`
+	// SidecarCPUPct is the median over the sidecars of each one's CPU time
+	// while the job idled, in percent of one core; SidecarCPUMaxPct the
+	// busiest one's (often the leader). The memory figures are medians too.
+	SidecarCPUPct    float64 `json:"sidecar_cpu_pct"`
+	SidecarCPUMaxPct float64 `json:"sidecar_cpu_max_pct"`
+}
+
+// measureIdle sets the sidecars' CPU and memory figures: CPU from each
+// one's CPU seconds at the start of an idle period of length d (cpu0).
+func (r *DetectResult) measureIdle(ws []*localjob.Worker, cpu0 []float64, d time.Duration) {
+	var cpu, rss, anon []float64
+	for i, w := range ws {
+		pid := w.SidecarPID()
+		cpu = append(cpu, 100*(cpuSeconds(pid)-cpu0[i])/d.Seconds())
+		rss = append(rss, rssMiB(pid))
+		anon = append(anon, anonMiB(pid))
+	}
+	r.SidecarCPUPct = quantile.Each(cpu, 0.5)[0]
+	r.SidecarCPUMaxPct = slices.Max(cpu)
+	r.SidecarRSSMiB = quantile.Each(rss, 0.5)[0]
+	r.SidecarAnonMiB = quantile.Each(anon, 0.5)[0]
 }
 
 type seen struct {
@@ -143,13 +163,13 @@ func Detect(ctx context.Context, cfg DetectConfig, progress io.Writer) (DetectRe
 		defer load.stop()
 		fmt.Fprintf(progress, "%d busy processes started\n", cfg.Load)
 	}
-	fmt.Fprintf(progress, "idle for %s: counting false positives, measuring one sidecar\n", cfg.Idle)
-	var probe *localjob.Worker
-	for _, w := range job.Workers() {
-		probe = w
-		break
+	fmt.Fprintf(progress, "idle for %s: counting false positives, measuring every sidecar\n", cfg.Idle)
+	idlers := slices.Collect(maps.Values(job.Workers()))
+	cpu0 := make([]float64, len(idlers))
+	for i, w := range idlers {
+		cpu0[i] = cpuSeconds(w.SidecarPID())
 	}
-	cpu0, t0 := cpuSeconds(probe.SidecarPID()), time.Now()
+	t0 := time.Now()
 	idle := time.After(cfg.Idle)
 idleLoop:
 	for {
@@ -164,20 +184,12 @@ idleLoop:
 			return DetectResult{}, ctx.Err()
 		}
 	}
-	res.SidecarCPUPct = 100 * (cpuSeconds(probe.SidecarPID()) - cpu0) / time.Since(t0).Seconds()
-	res.SidecarRSSMiB = rssMiB(probe.SidecarPID())
-	res.SidecarAnonMiB = anonMiB(probe.SidecarPID())
+	res.measureIdle(idlers, cpu0, time.Since(t0))
 
 	var detects, commits []float64
 	for k := range cfg.Kills {
 		live := job.Workers()
-		var victim *localjob.Worker
-		for _, id := range slices.Sorted(maps.Keys(live)) {
-			if live[id] != probe {
-				victim = live[id]
-				break
-			}
-		}
+		victim := live[slices.Min(slices.Collect(maps.Keys(live)))]
 		killedAt := time.Now()
 		job.Kill(victim)
 		detect, commit, err := awaitDeath(ctx, seenCh, job.Workers(), victim.ID, killedAt)

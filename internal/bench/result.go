@@ -42,10 +42,10 @@ func (r RendezvousResult) Summary() string {
 }
 
 // Summary gives the detection and commit percentiles, the false
-// positives and one idle sidecar's footprint.
+// positives and the idle sidecars' footprint.
 func (r DetectResult) Summary() string {
-	return fmt.Sprintf("%d members, %d kills: detected p50 %.3fs p95 %.3fs, committed p50 %.3fs p95 %.3fs; %d false positives; one sidecar idles at %.1f MiB RSS (%.1f MiB its own), %.2f%% CPU",
-		r.Members, r.Kills, r.DetectP50S, r.DetectP95S, r.CommitP50S, r.CommitP95S, r.FalsePositives, r.SidecarRSSMiB, r.SidecarAnonMiB, r.SidecarCPUPct)
+	return fmt.Sprintf("%d members, %d kills: detected p50 %.3fs p95 %.3fs, committed p50 %.3fs p95 %.3fs; %d false positives; the median sidecar idles at %.1f MiB RSS (%.1f MiB its own), %.2f%% CPU (the busiest %.2f%%)",
+		r.Members, r.Kills, r.DetectP50S, r.DetectP95S, r.CommitP50S, r.CommitP95S, r.FalsePositives, r.SidecarRSSMiB, r.SidecarAnonMiB, r.SidecarCPUPct, r.SidecarCPUMaxPct)
 }
 
 // Summary gives the fault-to-resume percentiles, a newcomer's time to

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,7 @@ type transport struct {
 	local    net.IP // the bound address, or nil when bound to every interface
 	tcp      *net.TCPListener
 	udp      *net.UDPConn
+	pc       *packetConn // udp's reads and writes (see udp_linux.go)
 	packetCh chan *memberlist.Packet
 	streamCh chan net.Conn
 	closed   atomic.Bool
@@ -73,10 +75,17 @@ func listen(addr string, port int, log *slog.Logger) (*transport, error) {
 			break
 		}
 	}
+	pc, err := newPacketConn(udp)
+	if err != nil {
+		tcp.Close()
+		udp.Close()
+		return nil, fmt.Errorf("UDP socket on %s port %d: %w", addr, port, err)
+	}
 	t := &transport{
 		log:      log,
 		tcp:      tcp,
 		udp:      udp,
+		pc:       pc,
 		packetCh: make(chan *memberlist.Packet),
 		streamCh: make(chan net.Conn),
 		done:     make(chan struct{}),
@@ -115,12 +124,15 @@ func (t *transport) FinalAdvertiseAddr(ip string, port int) (net.IP, int, error)
 
 // WriteTo is memberlist's: one packet to addr (host:port).
 func (t *transport) WriteTo(b []byte, addr string) (time.Time, error) {
-	ua, err := net.ResolveUDPAddr("udp", addr)
-	if err != nil {
-		return time.Time{}, err
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil { // a name, not an address
+		ua, rerr := net.ResolveUDPAddr("udp", addr)
+		if rerr != nil {
+			return time.Time{}, rerr
+		}
+		ap = ua.AddrPort()
 	}
-	_, err = t.udp.WriteTo(b, ua)
-	return time.Now(), err
+	return time.Now(), t.pc.writeTo(b, ap)
 }
 
 // PacketCh is memberlist's.
@@ -246,7 +258,7 @@ func (t *transport) readPackets() {
 	defer t.wg.Done()
 	buf := make([]byte, maxPacket)
 	for {
-		n, addr, err := t.udp.ReadFrom(buf)
+		n, addr, err := t.pc.readFrom(buf)
 		now := time.Now()
 		if err != nil {
 			if t.closed.Load() {
