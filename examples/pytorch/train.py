@@ -204,9 +204,10 @@ def die_with_parent():
 def run_restart(a, log):
     import datetime
 
-    import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
+
+    import ringside
 
     die_with_parent()
     missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if not os.environ.get(k)]
@@ -223,7 +224,7 @@ def run_restart(a, log):
     step = 0
     box = [None]
     if rank == 0 and a.checkpoint and os.path.exists(a.checkpoint):
-        box[0] = torch.load(a.checkpoint, map_location="cpu")
+        box[0] = ringside.load(a.checkpoint)
     dist.broadcast_object_list(box, src=0)
     if box[0] is not None:
         job.model.load_state_dict(box[0]["model"])
@@ -241,9 +242,10 @@ def run_restart(a, log):
         emit(step=step, generation=generation, rank=rank, world=world, sum_ok=True, loss=round(loss, 6),
              checksum=checksum(), member=member)
         if rank == 0 and a.checkpoint and step % a.checkpoint_every == 0:
-            tmp = a.checkpoint + ".tmp"
-            torch.save({"step": step, "model": job.model.state_dict(), "optimizer": job.opt.state_dict()}, tmp)
-            os.replace(tmp, a.checkpoint)  # a restart never reads half a file
+            # Atomic (a temporary file, fsync, rename): a restart's stop,
+            # which may come at any moment, never leaves half a file.
+            ringside.save({"step": step, "model": job.model.state_dict(), "optimizer": job.opt.state_dict()},
+                          a.checkpoint)
     dist.destroy_process_group()
     return 0
 

@@ -2,10 +2,47 @@
 # argv[1], then waits for one JSON line on stdin, {"env": [...], "target":
 # [...]}, and runs the target (a script and its arguments, or -m module and
 # its arguments) as `python TARGET` would, in this process.
+import functools
 import json
 import os
 import runpy
+import signal
 import sys
+import threading
+
+
+def guard_saves(torch):
+    """Holds a stop (SIGTERM, which kills Python at once) that arrives while
+    torch.save writes from the main thread until the save returns, then
+    lets it end the process as it would have: a restart's stop cannot tear
+    a checkpoint. exec's --stop-timeout bounds the wait (SIGKILL follows).
+    The handler is in place only during a save: elsewhere a SIGTERM kills
+    at once, even a process blocked in a collective."""
+    save = torch.save
+    held = []
+
+    def hold(signum, frame):
+        held.append(signum)
+
+    @functools.wraps(save)
+    def guarded(*args, **kwargs):
+        if threading.current_thread() is not threading.main_thread():
+            return save(*args, **kwargs)
+        try:
+            previous = signal.signal(signal.SIGTERM, hold)
+        except (ValueError, OSError):  # signals cannot be handled here
+            return save(*args, **kwargs)
+        if previous is hold:  # a save inside a save
+            return save(*args, **kwargs)
+        try:
+            return save(*args, **kwargs)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            if held:
+                del held[:]
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    torch.save = guarded
 
 
 def main():
@@ -15,6 +52,8 @@ def main():
         except ImportError as e:
             print("ringside exec --preload: cannot import %s: %s" % (name, e), file=sys.stderr)
             return 3
+    if "torch" in sys.modules:
+        guard_saves(sys.modules["torch"])
     try:
         os.write(3, b"1")  # ready: exec waits for it before joining
         os.close(3)

@@ -1,13 +1,16 @@
 package launch
 
 import (
+	"bufio"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ringside/ringside/trainer/api"
 )
@@ -88,6 +91,83 @@ func TestTakeSpareHandsOverOnlyAnImportedProcess(t *testing.T) {
 			}
 			if got := s != nil; got != tt.imported {
 				t.Fatalf("takeSpare handed over the warm process: %v, want %v", got, tt.imported)
+			}
+		})
+	}
+}
+
+// A restart's stop is SIGTERM, which ends Python at once. In a warm
+// process (exec --preload torch) a SIGTERM that arrives while torch.save
+// writes is held until the save returns, then ends the process as it
+// would have; outside a save it still ends it at once.
+func TestAStopDuringTorchSaveWaitsForTheSave(t *testing.T) {
+	python := "/usr/bin/python3" // Debian's python3-torch is the system Python's
+	if out, err := exec.Command(python, "-c", "import torch").CombinedOutput(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and %s cannot import torch: %v: %s", python, err, out)
+		}
+		t.Skipf("%s cannot import torch: %v", python, err)
+	}
+	dir := t.TempDir()
+	// The object's pickling announces the save and takes a second: the
+	// signal lands inside torch.save, with half the file written.
+	script := filepath.Join(dir, "train.py")
+	err := os.WriteFile(script, []byte(`import sys, time, torch
+class Slow:
+    def __reduce__(self):
+        print("saving", flush=True)
+        time.sleep(1)
+        return (int, (7,))
+torch.save({"a": torch.zeros(100000), "slow": Slow(), "b": torch.ones(100000)}, sys.argv[1])
+print("saved", flush=True)
+time.sleep(60)
+`), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, signalAt string
+	}{
+		{"during the save", "saving"},
+		{"after the save", "saved"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ckpt := filepath.Join(dir, tt.name+".pt")
+			out, w := io.Pipe()
+			cfg := DefaultConfig()
+			cfg.Preload = []string{"torch"}
+			cfg.Stdout, cfg.Stderr = w, os.Stderr
+			s, err := startSpare(cfg, []string{python}, []string{script, ckpt}, os.Environ())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.p.Kill()
+			<-s.ready
+			if !s.imported {
+				t.Fatal("the warm process did not import torch")
+			}
+			if err := s.start(os.Environ()); err != nil {
+				t.Fatal(err)
+			}
+			lines := bufio.NewScanner(out)
+			for lines.Scan() && lines.Text() != tt.signalAt {
+			}
+			go io.Copy(io.Discard, out)
+			if err := s.p.SignalProcess(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-s.p.Done():
+			case <-time.After(20 * time.Second):
+				t.Fatal("the process did not end within 20s of SIGTERM")
+			}
+			w.Close()
+			if code := s.p.ExitCode(); code != 128+int(syscall.SIGTERM) {
+				t.Fatalf("the process ended with exit code %d; want %d, the SIGTERM it was sent", code, 128+int(syscall.SIGTERM))
+			}
+			check := exec.Command(python, "-c", `import sys, torch; d = torch.load(sys.argv[1]); assert d["slow"] == 7 and d["b"].sum() == 100000`, ckpt)
+			if out, err := check.CombinedOutput(); err != nil {
+				t.Fatalf("the checkpoint does not load whole: %v\n%s", err, out)
 			}
 		})
 	}
