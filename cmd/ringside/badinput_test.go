@@ -137,6 +137,8 @@ func TestEverySubcommandRefusesBadInputNamingTheFlag(t *testing.T) {
 
 		{"gossip-key with an argument", []string{"gossip-key", "extra"}, `unknown command "extra"`},
 		{"bench rendezvous with an unknown flag", []string{"bench", "rendezvous", "--bogus"}, "unknown flag: --bogus"},
+		{"bench recovery with an unknown fault", []string{"bench", "recovery", "--fault", "nope"}, "--fault: fault \"nope\": want kill, stop or trainer"},
+		{"bench recovery freezing restart mode", []string{"bench", "recovery", "--trainer", "pytorch", "--mode", "restart", "--fault", "stop"}, "--fault: fault stop freezes"},
 		{"demo with a bad duration", []string{"demo", "--step-time", "fast"}, `invalid argument "fast" for "--step-time"`},
 	}
 	for _, tt := range tests {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"strings"
 
@@ -91,8 +92,11 @@ func newBenchRecoveryCmd() *cobra.Command {
 		Long: `recovery runs N workers (a sidecar process and a ring all-reduce trainer
 process each, on their own loopback addresses) against an embedded etcd,
 then SIGKILLs (--fault kill) or SIGSTOPs (--fault stop) one worker at a time,
+or SIGKILLs its trainer process alone, its sidecar alive (--fault trainer),
 rotating through the ranks, and measures from the fault until every survivor
-finished a step at the smaller world size. A new worker replaces each victim
+finished a step at the smaller world size (in restart mode after a trainer
+kill: until every worker, the victim's script restarted by exec, finished a
+step at the same world size). A new worker replaces each victim
 (join_to_train: its start to its first step in the full ring). Last, one
 worker drains; drain_lost_steps counts steps the survivors had to redo.
 
@@ -103,9 +107,13 @@ mode through ringside.elastic.run, in restart mode (--mode restart) under
 		Example: `  ringside bench recovery --trainer go --workers 8 --kills 8 --json
   ringside bench recovery --trainer go --workers 8 --kills 4 --fault stop --json
   ringside bench recovery --trainer pytorch --workers 8 --kills 8 --json
-  ringside bench recovery --trainer pytorch --workers 8 --kills 4 --mode restart --pause 15s --json`,
+  ringside bench recovery --trainer pytorch --workers 8 --kills 4 --mode restart --pause 15s --json
+  ringside bench recovery --trainer pytorch --workers 4 --kills 8 --mode restart --fault trainer --pause 5s --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bench.CheckFault(cfg.Fault, cfg.Mode); err != nil {
+				return fmt.Errorf("--fault: %w", err)
+			}
 			res, err := bench.Recovery(cmd.Context(), cfg, os.Stderr)
 			if err != nil {
 				return err
@@ -117,7 +125,7 @@ mode through ringside.elastic.run, in restart mode (--mode restart) under
 	trainerFlags(cmd, &cfg.TrainerSpec)
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "workers")
 	f.IntVar(&cfg.Kills, "kills", cfg.Kills, "faults, one at a time")
-	f.StringVar(&cfg.Fault, "fault", cfg.Fault, "kill (SIGKILL) or stop (SIGSTOP, a silent peer)")
+	f.StringVar(&cfg.Fault, "fault", cfg.Fault, "kill (SIGKILL of the worker), stop (SIGSTOP of the worker: a silent peer) or trainer (SIGKILL of its trainer process alone)")
 	f.DurationVar(&cfg.Pause, "pause", cfg.Pause, "how long the full job trains before each fault (lets restart mode's --preload processes get ready)")
 	f.DurationVar(&cfg.Settle, "settle", cfg.Settle, "the leader's settle window for joins")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up after this long")

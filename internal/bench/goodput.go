@@ -101,11 +101,11 @@ func (s TrainerSpec) command(dir string) ([]string, error) {
 		python, script, "--mode", "restart", "--step-time", step, "--checkpoint", filepath.Join(dir, "checkpoint.pt")}, nil
 }
 
-// checkFault checks a fault against the mode it is to hit.
-func checkFault(fault, mode string) error {
+// CheckFault checks a fault against the mode it is to hit.
+func CheckFault(fault, mode string) error {
 	switch {
-	case fault != "kill" && fault != "stop":
-		return fmt.Errorf("fault %q: want kill or stop", fault)
+	case fault != "kill" && fault != "stop" && fault != "trainer":
+		return fmt.Errorf("fault %q: want kill, stop or trainer", fault)
 	case mode == "restart" && fault == "stop":
 		return errors.New("fault stop freezes the worker's processes, but `ringside exec` runs the script in its own process group: use --fault kill in restart mode")
 	}
@@ -251,7 +251,10 @@ type GoodputResult struct {
 // as a pod's controller would; goodput is the useful steps of that phase
 // over the steps the undisturbed job would have made in it.
 func Goodput(ctx context.Context, cfg GoodputConfig, progress io.Writer) (GoodputResult, error) {
-	if err := checkFault(cfg.Fault, cfg.Mode); err != nil {
+	if cfg.Fault == "trainer" {
+		return GoodputResult{}, errors.New("fault trainer is for bench recovery: use --fault kill or stop")
+	}
+	if err := CheckFault(cfg.Fault, cfg.Mode); err != nil {
 		return GoodputResult{}, err
 	}
 	if cfg.Workers < 2 || cfg.Duration <= 0 || cfg.KillEvery <= 0 || cfg.Baseline <= 0 {

@@ -64,7 +64,7 @@ type RecoveryResult struct {
 // its first step in the full ring. Last, one worker drains and the
 // survivors' step counters are checked for redone steps.
 func Recovery(ctx context.Context, cfg RecoveryConfig, progress io.Writer) (RecoveryResult, error) {
-	if err := checkFault(cfg.Fault, cfg.Mode); err != nil {
+	if err := CheckFault(cfg.Fault, cfg.Mode); err != nil {
 		return RecoveryResult{}, err
 	}
 	if cfg.Workers < 3 || cfg.Kills < 1 {
@@ -89,18 +89,36 @@ func Recovery(ctx context.Context, cfg RecoveryConfig, progress io.Writer) (Reco
 		if victim == nil {
 			return res, errors.New("no worker holds the victim's rank")
 		}
+		// Who trains again: the survivors, or in restart mode after a
+		// trainer kill everyone, the victim's script restarted by exec.
+		world, gen := cfg.Workers-1, w.Generation()
+		var err error
 		t0 := time.Now()
-		if cfg.Fault == "kill" {
+		switch {
+		case cfg.Fault == "kill":
 			job.Kill(victim)
-		} else {
+		case cfg.Fault == "stop":
 			job.Freeze(victim)
+		case cfg.Mode == "restart":
+			err = job.KillScript(victim)
+			world = cfg.Workers
+		default:
+			err = job.KillTrainer(victim)
 		}
-		done, err := w.AllStepAt(ctx, cfg.Workers-1, t0)
+		if err != nil {
+			return res, err
+		}
+		done, err := w.AllStepAbove(ctx, world, gen, t0)
 		if err != nil {
 			return res, fmt.Errorf("after the %s of %s: %w", cfg.Fault, victim.ID, err)
 		}
 		resumes = append(resumes, done.Sub(t0).Seconds())
-		if cfg.Fault == "stop" {
+		if world == cfg.Workers {
+			fmt.Fprintf(progress, "%s %d/%d (rank %d, %s): every worker trained again after %.3fs\n",
+				cfg.Fault, k+1, cfg.Kills, k%cfg.Workers, victim.ID, resumes[k])
+			continue
+		}
+		if cfg.Fault != "kill" {
 			job.Kill(victim)
 		}
 		t1 := time.Now()

@@ -7,13 +7,16 @@ package localjob
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -274,6 +277,76 @@ func (j *Job) Kill(w *Worker) {
 	for _, p := range w.procs() {
 		<-p.Done()
 	}
+}
+
+// KillTrainer SIGKILLs the worker's trainer process alone, its sidecar
+// alive: a crashed training script. The worker trains no more (its
+// sidecar takes it out of the ring); Kill it afterwards.
+func (j *Job) KillTrainer(w *Worker) error {
+	if w.trainer == nil {
+		return fmt.Errorf("%s runs no trainer", w.ID)
+	}
+	j.forget(w)
+	if err := w.trainer.SignalProcess(syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill the trainer of %s: %w", w.ID, err)
+	}
+	<-w.trainer.Done()
+	return nil
+}
+
+// KillScript SIGKILLs the script that the worker's trainer command,
+// `ringside exec`, runs: the oldest of exec's children (any other is a
+// warm process waiting to run the next one). exec restarts it, so the
+// worker stays in the job.
+func (j *Job) KillScript(w *Worker) error {
+	if w.trainer == nil {
+		return fmt.Errorf("%s runs no trainer", w.ID)
+	}
+	pid, err := oldestChild(w.trainer.Pid())
+	if err != nil {
+		return fmt.Errorf("the script of %s: %w", w.ID, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill the script of %s (pid %d): %w", w.ID, pid, err)
+	}
+	return nil
+}
+
+// oldestChild returns the child of pid that started first. The kernel
+// lists children by the thread that forked them: every thread's count.
+func oldestChild(pid int) (int, error) {
+	lists, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	if err != nil || len(lists) == 0 {
+		return 0, fmt.Errorf("process %d: no task list", pid)
+	}
+	var children []string
+	for _, l := range lists {
+		b, _ := os.ReadFile(l) // a thread that exited meanwhile has none
+		children = append(children, strings.Fields(string(b))...)
+	}
+	oldest, start := 0, uint64(math.MaxUint64)
+	for _, f := range children {
+		child, err := strconv.Atoi(f)
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// Field 22, starttime, counted after the command's closing parenthesis.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) < 20 {
+			continue
+		}
+		if t, err := strconv.ParseUint(fields[19], 10, 64); err == nil && t < start {
+			oldest, start = child, t
+		}
+	}
+	if oldest == 0 {
+		return 0, fmt.Errorf("process %d has no children", pid)
+	}
+	return oldest, nil
 }
 
 // Freeze SIGSTOPs the worker's processes: a silent peer, like a lost node.

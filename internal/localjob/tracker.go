@@ -72,6 +72,13 @@ func (w *Tracker) Samples(from, to int64) int64 {
 // AllStepAt waits until every live worker completed a step at world size
 // world after since, and returns when the last of them did.
 func (w *Tracker) AllStepAt(ctx context.Context, world int, since time.Time) (time.Time, error) {
+	return w.AllStepAbove(ctx, world, -1, since)
+}
+
+// AllStepAbove is AllStepAt counting only steps in a generation above gen:
+// a job that restarts every process at the same world size (restart mode)
+// trains again once each worker stepped in the new generation.
+func (w *Tracker) AllStepAbove(ctx context.Context, world int, gen int64, since time.Time) (time.Time, error) {
 	w.firstAt = map[string]Line{}
 	var latest time.Time
 	n, live := 0, 0
@@ -89,7 +96,7 @@ func (w *Tracker) AllStepAt(ctx context.Context, world int, since time.Time) (ti
 		return n == live && n == world
 	}
 	first := func(l Line) {
-		if _, seen := w.firstAt[l.Worker]; !seen && l.World == world && l.Time().After(since) {
+		if _, seen := w.firstAt[l.Worker]; !seen && l.World == world && l.Generation > gen && l.Time().After(since) {
 			w.firstAt[l.Worker] = l
 		}
 	}
