@@ -353,6 +353,9 @@ func (c *committer) settled(ctx context.Context, now time.Time) error {
 				h.startWaits(end)
 			}
 			if !end.IsZero() {
+				// Joins meanwhile begin a new batch: the start is planned
+				// once per settle window, not once per join.
+				c.firstJoin = now
 				c.armTimer(now, end)
 			}
 			return nil
