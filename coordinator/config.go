@@ -106,9 +106,9 @@ type testHooks struct {
 	beforeCommit func(*record.Generation)
 	afterCommit  func(g *record.Generation, committed bool, err error)
 	beforeRefute func() // a member slow to refute
-	// startWaits: the leader holds the first generation back for the
-	// start window, which ends at end (zero: it has not opened).
-	startWaits func(end time.Time)
+	// startWaits: the leader holds back next, the first generation, for
+	// the start window, which ends at end (zero: it has not opened).
+	startWaits func(next *record.Generation, end time.Time)
 }
 
 // DefaultConfig returns the defaults for a job.

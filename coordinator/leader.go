@@ -350,7 +350,7 @@ func (c *committer) settled(ctx context.Context, now time.Time) error {
 	if c.st.gen == nil {
 		if open, end := cfg.startOpen(c.st.members, c.st.seenActive, now); !open {
 			if h := cfg.hooks; h != nil && h.startWaits != nil {
-				h.startWaits(end)
+				h.startWaits(next, end)
 			}
 			if !end.IsZero() {
 				// Joins meanwhile begin a new batch: the start is planned

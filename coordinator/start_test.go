@@ -73,17 +73,24 @@ func TestStartOpen(t *testing.T) {
 	}
 }
 
-// startJob is a job whose start waits for expected members; the leader's
-// holding back of the first generation is reported on the returned
-// channel (the window's end).
-func startJob(t *testing.T, client *clientv3.Client, expected int, window time.Duration, mutate ...func(*Config)) (*Job, <-chan time.Time) {
+// heldBack is a first generation the leader held back for the start
+// window, which ends at end.
+type heldBack struct {
+	next *record.Generation
+	end  time.Time
+}
+
+// startJob is a job whose start waits for expected members; each time
+// its leader holds the first generation back it says so on the returned
+// channel.
+func startJob(t *testing.T, client *clientv3.Client, expected int, window time.Duration, mutate ...func(*Config)) (*Job, <-chan heldBack) {
 	t.Helper()
-	waits := make(chan time.Time, 64)
+	waits := make(chan heldBack, 64)
 	return newTestJob(t, client, append([]func(*Config){func(c *Config) {
 		c.ExpectedSize, c.StartWindow = expected, window
-		c.hooks = &testHooks{startWaits: func(end time.Time) {
+		c.hooks = &testHooks{startWaits: func(next *record.Generation, end time.Time) {
 			select {
-			case waits <- end:
+			case waits <- heldBack{next, end}:
 			default:
 			}
 		}}
@@ -101,14 +108,20 @@ func generationVersion(t *testing.T, client *clientv3.Client, j *Job) int64 {
 	return resp.Kvs[0].Version
 }
 
-func awaitWait(t *testing.T, waits <-chan time.Time) time.Time {
+// awaitHeldBack waits until the leader holds back a first generation that
+// ok accepts, and returns when the start window ends.
+func awaitHeldBack(t *testing.T, waits <-chan heldBack, what string, ok func(*record.Generation) bool) time.Time {
 	t.Helper()
-	select {
-	case end := <-waits:
-		return end
-	case <-time.After(15 * time.Second):
-		t.Fatal("the leader did not hold the first generation back within 15s")
-		return time.Time{}
+	timeout := time.After(15 * time.Second)
+	for {
+		select {
+		case h := <-waits:
+			if ok(h.next) {
+				return h.end
+			}
+		case <-timeout:
+			t.Fatalf("the leader did not hold back %s within 15s", what)
+		}
 	}
 }
 
@@ -118,8 +131,7 @@ func TestFirstGenerationWaitsForTheExpectedSize(t *testing.T) {
 	j, waits := startJob(t, client, 3, 30*time.Second)
 	a := join(t, j, "a")
 	join(t, j, "b")
-	// The leader had a and b to commit, and held them back.
-	awaitWait(t, waits)
+	awaitHeldBack(t, waits, "a and b", hasIDs("a", "b"))
 	join(t, j, "c")
 	await(t, a, "the expected three", hasIDs("a", "b", "c"))
 	if n := generationVersion(t, client, j); n != 1 {
@@ -160,7 +172,7 @@ func TestANewLeaderKeepsTheStartWindowOfTheOldOne(t *testing.T) {
 	a := join(t, ja, "a", since)
 	leaderOf(t, a)
 	b, _ := join(t, jb, "b", since), join(t, jb, "c", since)
-	end := awaitWait(t, waits)
+	end := awaitHeldBack(t, waits, "a, b and c", hasIDs("a", "b", "c"))
 	if want := opened.Add(window); !end.Equal(want) {
 		t.Fatalf("the first leader's window ends at %s, want %s", end, want)
 	}
