@@ -55,7 +55,26 @@ type Config struct {
 	Settle time.Duration
 	// MaxSettle caps the batching under a steady stream of joins.
 	MaxSettle time.Duration
-	Policy    Policy
+	// RestartSettle replaces Settle (and MaxSettle, when longer) while a
+	// member's trainer runs in restart mode (record.MemberInfo.RestartMode),
+	// where every new generation restarts every process of the job: a
+	// formation there costs each rank a restart and the steps since its
+	// last checkpoint, while waiting costs only the newcomers' time, as
+	// the ring trains on meanwhile. Departures are still committed at once.
+	RestartSettle time.Duration
+	// ExpectedSize is the world size the job starts with (0: not set).
+	// Until the job's first generation the leader waits for it, as
+	// torchrun's rendezvous waits for its max nodes: the first generation
+	// forms once the active members hold ExpectedSize slots, or once
+	// StartWindow has passed since they first held Policy.Min (start.go).
+	// One formation at start, not one per member arriving, matters in
+	// restart mode, where each formation restarts every process.
+	ExpectedSize int
+	// StartWindow is how long the start waits for ExpectedSize once
+	// Policy.Min is in, torchrun's last call. 0: no wait, the first
+	// generation forms as without ExpectedSize.
+	StartWindow time.Duration
+	Policy      Policy
 	// MasterPort is the first of MasterPortRange ports the rank-0 member
 	// serves the process-group store on. The port rotates with the
 	// generation so a new group never races the old store's socket.
@@ -87,6 +106,9 @@ type testHooks struct {
 	beforeCommit func(*record.Generation)
 	afterCommit  func(g *record.Generation, committed bool, err error)
 	beforeRefute func() // a member slow to refute
+	// startWaits: the leader holds back next, the first generation, for
+	// the start window, which ends at end (zero: it has not opened).
+	startWaits func(next *record.Generation, end time.Time)
 }
 
 // DefaultConfig returns the defaults for a job.
@@ -117,7 +139,21 @@ func DefaultConfig(namespace, job string) Config {
 		// other; one generation for all of them beats one per pod.
 		Settle:    500 * time.Millisecond,
 		MaxSettle: 5 * time.Second,
-		Policy:    Policy{Min: 1, Max: 0, Unit: 1},
+		// 3 s: a formation in restart mode restarts every rank: from a
+		// kill to the survivors training again took 1.6-1.8 s (p50, 4
+		// workers, exec --preload torch, on 2 busy cores; 2.2 s at 8), and
+		// each rank loses the steps since its last checkpoint, while a
+		// join that waits costs only the newcomer. Two restarts' time
+		// batches a second pod that arrives while the first one's restart
+		// would still run (three workers started together attached 2 s
+		// apart), and keeps a lone newcomer's wait under two restarts.
+		RestartSettle: 3 * time.Second,
+		// 30 s: pods started together by one workload attach within a few
+		// seconds of each other (image pulls and scheduling aside), and a
+		// job whose expected pods cannot all be placed should not wait
+		// much longer to start without them.
+		StartWindow: 30 * time.Second,
+		Policy:      Policy{Min: 1, Max: 0, Unit: 1},
 		// torchrun's default master port, and 16 ports to rotate through.
 		MasterPort:      29500,
 		MasterPortRange: 16,
@@ -152,6 +188,8 @@ func (c Config) Validate() error {
 		v           time.Duration
 	}{
 		{"Settle", "settle window", c.Settle},
+		{"RestartSettle", "restart-mode settle window", c.RestartSettle},
+		{"StartWindow", "start window", c.StartWindow},
 		{"RefuteWindow", "refute window", c.RefuteWindow},
 		{"CorrelatedRefuteWindow", "correlated refute window", c.CorrelatedRefuteWindow},
 		{"ExpiryGrace", "expiry grace", c.ExpiryGrace},
@@ -168,6 +206,15 @@ func (c Config) Validate() error {
 	}
 	if err := c.Policy.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	switch p := c.Policy; {
+	case c.ExpectedSize < 0:
+		bad("ExpectedSize", "expected size", "must not be negative (0: not set), got %d", c.ExpectedSize)
+	case c.ExpectedSize == 0:
+	case c.ExpectedSize < p.Min:
+		bad("ExpectedSize", "expected size", "%d is below the min world size %d", c.ExpectedSize, p.Min)
+	case p.Max > 0 && c.ExpectedSize > p.Max:
+		bad("ExpectedSize", "expected size", "%d is above the max world size %d", c.ExpectedSize, p.Max)
 	}
 	if c.MasterPort < 1 || c.MasterPortRange < 1 || c.MasterPort+c.MasterPortRange-1 > 65535 {
 		bad("MasterPort", "master port range", "%d..%d is not within 1..65535", c.MasterPort, c.MasterPort+c.MasterPortRange-1)

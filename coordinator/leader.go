@@ -129,6 +129,8 @@ type leaderState struct {
 	genRev    int64
 	floor     int64
 	held      map[string]held // members whose key timed out (expiry.go)
+	// seenActive: when this term first saw each active member (start.go).
+	seenActive map[string]time.Time
 }
 
 // plan plans the generation that should follow the leader's.
@@ -150,9 +152,11 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 		return false, fmt.Errorf("read members: %w", err)
 	}
 	rev := resp.Header.Revision
-	st := &leaderState{members: make(map[string]record.MemberInfo, len(resp.Kvs)), memberRev: rev}
+	st := &leaderState{members: make(map[string]record.MemberInfo, len(resp.Kvs)), memberRev: rev,
+		seenActive: make(map[string]time.Time, len(resp.Kvs))}
+	now := time.Now()
 	for _, kv := range resp.Kvs {
-		m.applyMember(st, string(kv.Key), kv.Value, kv.CreateRevision)
+		m.applyMember(st, string(kv.Key), kv.Value, kv.CreateRevision, now)
 	}
 	gresp, err := client.Get(ctx, genKey, clientv3.WithRev(rev))
 	if err != nil {
@@ -198,16 +202,18 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 				return c.committed, fmt.Errorf("members watch ended: %v", wr.Err())
 			}
 			joinsOnly := true
+			now := time.Now()
 			for _, ev := range wr.Events {
 				id := strings.TrimPrefix(string(ev.Kv.Key), membersPrefix)
 				info, known := st.members[id]
 				if ev.Type == clientv3.EventTypeDelete {
 					delete(st.members, id)
+					delete(st.seenActive, id)
 					if known {
-						m.holdIfTimedOut(ctx, st, id, info, time.Now())
+						m.holdIfTimedOut(ctx, st, id, info, now)
 					}
 				} else {
-					m.applyMember(st, string(ev.Kv.Key), ev.Kv.Value, ev.Kv.CreateRevision)
+					m.applyMember(st, string(ev.Kv.Key), ev.Kv.Value, ev.Kv.CreateRevision, now)
 					delete(st.held, id)
 				}
 				joinsOnly = joinsOnly && ev.Type == clientv3.EventTypePut && !known
@@ -230,10 +236,8 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 			c.armHolds(st.expireHolds(time.Now()))
 		case <-c.timerC:
 			c.timerC = nil
-			if next, d := st.plan(cfg); next != nil {
-				if err := c.commit(ctx, next, d); err != nil {
-					return c.committed, err
-				}
+			if err := c.settled(ctx, time.Now()); err != nil {
+				return c.committed, err
 			}
 			continue
 		}
@@ -248,16 +252,19 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 	}
 }
 
-// applyMember records a members/ value, or drops the member if the value is
-// malformed.
-func (m *Member) applyMember(st *leaderState, key string, value []byte, createRev int64) {
+// applyMember records a members/ value seen at now, or drops the member
+// if the value is malformed.
+func (m *Member) applyMember(st *leaderState, key string, value []byte, createRev int64, now time.Time) {
 	info, err := record.DecodeMember(key, value, createRev)
 	if err != nil {
 		m.job.reportBad(key, err)
-		delete(st.members, key[strings.LastIndexByte(key, '/')+1:])
+		id := key[strings.LastIndexByte(key, '/')+1:]
+		delete(st.members, id)
+		delete(st.seenActive, id)
 		return
 	}
 	st.members[info.ID] = info
+	st.noteActive(info, now)
 }
 
 // applyGenerationEvents records what the generation watch delivered. An
@@ -310,6 +317,9 @@ type committer struct {
 	holdTimer *time.Timer // ends the earliest hold
 	holdC     <-chan time.Time
 	committed bool // this term committed a generation
+
+	// settle and maxSettle: the window of the batch that firstJoin began.
+	settle, maxSettle time.Duration
 }
 
 // evaluate commits the planned generation at once if it removes anyone, or
@@ -328,22 +338,73 @@ func (c *committer) evaluate(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// armSettle sets the settle timer to Settle from now, but no later than
-// MaxSettle after the first join it is batching.
-func (c *committer) armSettle(now time.Time) {
+// settled commits the joins the settle window batched, unless the job is
+// starting and its start window still waits for members (start.go): then
+// the timer is set for the window's end.
+func (c *committer) settled(ctx context.Context, now time.Time) error {
 	cfg := c.m.job.cfg
-	if c.timerC == nil {
-		c.firstJoin = now
+	next, d := c.st.plan(cfg)
+	if next == nil {
+		return nil
 	}
-	deadline := now.Add(cfg.Settle)
-	if latest := c.firstJoin.Add(cfg.MaxSettle); deadline.After(latest) {
+	if c.st.gen == nil {
+		if open, end := cfg.startOpen(c.st.members, c.st.seenActive, now); !open {
+			if h := cfg.hooks; h != nil && h.startWaits != nil {
+				h.startWaits(next, end)
+			}
+			if !end.IsZero() {
+				// Joins meanwhile begin a new batch: the start is planned
+				// once per settle window, not once per join.
+				c.firstJoin = now
+				c.armTimer(now, end)
+			}
+			return nil
+		}
+	}
+	return c.commit(ctx, next, d)
+}
+
+// armSettle sets the settle timer to the settle window from now, but no
+// later than MaxSettle after the first join it is batching. The window is
+// RestartSettle while a member's trainer runs in restart mode, but for a
+// start that waits for ExpectedSize: that wait batches the joins there,
+// and once every member expected is in there is nothing left to batch.
+func (c *committer) armSettle(now time.Time) {
+	if c.timerC == nil {
+		// A new batch. Its window is chosen once, not on every join: that
+		// would cost O(n) per event under a join storm.
+		cfg := c.m.job.cfg
+		c.firstJoin = now
+		c.settle, c.maxSettle = cfg.Settle, cfg.MaxSettle
+		if (c.st.gen != nil || !cfg.waitsAtStart()) && c.st.restartMode() {
+			c.settle, c.maxSettle = cfg.RestartSettle, max(cfg.MaxSettle, cfg.RestartSettle)
+		}
+	}
+	deadline := now.Add(c.settle)
+	if latest := c.firstJoin.Add(c.maxSettle); deadline.After(latest) {
 		deadline = latest
 	}
+	c.armTimer(now, deadline)
+}
+
+// armTimer sets the commit timer to fire at deadline.
+func (c *committer) armTimer(now, deadline time.Time) {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
 	c.timer = time.NewTimer(deadline.Sub(now))
 	c.timerC = c.timer.C
+}
+
+// restartMode reports whether an active member's trainer runs in restart
+// mode, where each new generation restarts every process.
+func (st *leaderState) restartMode() bool {
+	for _, m := range st.members {
+		if m.RestartMode && m.State == record.StateActive {
+			return true
+		}
+	}
+	return false
 }
 
 // armHolds sets the hold timer to fire at until (zero: stops it).

@@ -74,6 +74,9 @@ func (j *Job) Join(ctx context.Context, info record.MemberInfo) (*Member, error)
 	if info.State == "" {
 		info.State = record.StateActive
 	}
+	if info.State == record.StateActive && info.ActiveSince.IsZero() {
+		info.ActiveSince = time.Now()
+	}
 	if err := info.Validate(); err != nil {
 		return nil, fmt.Errorf("member: %w", err)
 	}
@@ -153,10 +156,21 @@ func (m *Member) Activate(ctx context.Context) error {
 	err := m.update(ctx, func(info *record.MemberInfo) {
 		if info.State == record.StatePending {
 			info.State = record.StateActive
+			info.ActiveSince = time.Now()
 		}
 	})
 	if err != nil {
 		return fmt.Errorf("activate: %w", err)
+	}
+	return nil
+}
+
+// SetRestartMode publishes that the member's trainer runs in restart mode,
+// retrying until ctx ends: the leader batches joins for longer
+// (Config.RestartSettle).
+func (m *Member) SetRestartMode(ctx context.Context) error {
+	if err := m.update(ctx, func(info *record.MemberInfo) { info.RestartMode = true }); err != nil {
+		return fmt.Errorf("set restart mode: %w", err)
 	}
 	return nil
 }

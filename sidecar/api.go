@@ -151,7 +151,8 @@ func (a *Agent) serveRendezvous(w http.ResponseWriter, r *http.Request) {
 // trainer's presence (trainer.go): the trainer closing it is its end. A
 // stream opened with ?observe=true (a status tool, a test harness) is
 // not the trainer: it neither keeps the member attached nor activates it;
-// one opened with ?local_rank=K is the presence of slot K's process.
+// one opened with ?local_rank=K is the presence of slot K's process, one
+// with ?mode=restart that of a trainer in restart mode (`ringside exec`).
 func (a *Agent) serveEvents(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
@@ -172,11 +173,19 @@ func (a *Agent) serveEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	mode := r.URL.Query().Get("mode")
+	if mode != "" && mode != api.ModeLive && mode != api.ModeRestart {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("mode=%q: want %s or %s", mode, api.ModeLive, api.ModeRestart))
+		return
+	}
 	ch := a.events.subscribe()
 	defer a.events.unsubscribe(ch)
 	if observe {
 		a.streamEvents(w, flusher, r, ch)
 		return
+	}
+	if mode == api.ModeRestart {
+		a.presence.restarting()
 	}
 	a.presence.streamOpened(slot)
 	byTrainer := a.streamEvents(w, flusher, r, ch)

@@ -58,6 +58,7 @@ func TestAPIContract(t *testing.T) {
 		{"failure of an unknown peer is checked", "POST", "/v1/failure", failureRequest(t), 202, "checking"},
 		{"leave needs POST", "GET", "/v1/leave", "", 405, "use POST"},
 		{"events needs GET", "POST", "/v1/events", "", 405, "use GET"},
+		{"events in a mode we do not know", "GET", "/v1/events?mode=eager", "", 400, `mode=\"eager\": want live or restart`},
 		{"restart with an unknown field", "POST", "/v1/restart", `{"why":1}`, 400, "unknown field"},
 		{"restart accepted", "POST", "/v1/restart", restartRequest(t), 202, "restarting"},
 		{"healthz", "GET", "/v1/healthz", "", 200, "ok"},

@@ -84,6 +84,9 @@ type presence struct {
 	// from then on.
 	deadline time.Time
 	why      string // why the deadline was set, for the log
+	// restartMode: a stream said its trainer runs in restart mode
+	// (?mode=restart, `ringside exec`); a pod's trainer keeps its mode.
+	restartMode bool
 
 	kick chan struct{} // wakes followTrainer; buffered, never blocks
 }
@@ -130,6 +133,19 @@ func (p *presence) extend(now time.Time, why string) {
 	if d := now.Add(p.timeout); d.After(p.deadline) {
 		p.deadline, p.why = d, why
 	}
+}
+
+// restarting records that the trainer runs in restart mode. A stream
+// says so before it opens, so the member's join is batched for restart
+// mode from the start.
+func (p *presence) restarting() {
+	p.change(func(time.Time) { p.restartMode = true })
+}
+
+func (p *presence) inRestartMode() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.restartMode
 }
 
 func (p *presence) streamOpened(slot int) {
@@ -252,6 +268,7 @@ const (
 func (a *Agent) followTrainer(ctx context.Context) {
 	started := time.Now()
 	applied := a.initialState()
+	restartPublished := false
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -268,6 +285,13 @@ func (a *Agent) followTrainer(ctx context.Context) {
 		}
 		if recheck.IsZero() {
 			recheck = graceEnd
+		}
+		// Before the member enters the ring: its join is then batched as
+		// restart mode's.
+		if !restartPublished && a.presence.inRestartMode() {
+			if restartPublished = a.publishRestartMode(ctx); !restartPublished && ctx.Err() == nil {
+				recheck = time.Now().Add(trainerRetry)
+			}
 		}
 		if want != applied {
 			if a.applyTrainerState(ctx, want, why) {
@@ -319,6 +343,20 @@ func (a *Agent) applyTrainerState(ctx context.Context, s record.State, why strin
 	} else {
 		a.log.Warn("member leaves the ring until its trainer comes back", "why", why, "took", time.Since(start))
 	}
+	return true
+}
+
+// publishRestartMode stores that the trainer runs in restart mode, for the
+// leader's settle window (coordinator.Config.RestartSettle); it reports
+// whether it is stored.
+func (a *Agent) publishRestartMode(ctx context.Context) bool {
+	actx, cancel := context.WithTimeout(ctx, applyTimeout)
+	defer cancel()
+	if err := a.member.SetRestartMode(actx); err != nil {
+		a.log.Warn("could not publish that the trainer runs in restart mode; trying again", "err", err)
+		return false
+	}
+	a.log.Info("trainer runs in restart mode: the job batches joins for the restart settle window")
 	return true
 }
 

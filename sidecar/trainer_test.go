@@ -1,10 +1,13 @@
 package sidecar_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ringside/ringside/coordinator"
 	"github.com/ringside/ringside/coordinator/record"
@@ -191,4 +194,38 @@ func TestTrainerThatLeavesAndExitsIsDrained(t *testing.T) {
 	if err := agents[2].Stop(); err != nil {
 		t.Fatalf("drained sidecar returned %v, want nil", err)
 	}
+}
+
+// A trainer in restart mode (`ringside exec`, whose event stream says
+// ?mode=restart) is in the member record by the time the member enters the
+// ring, so the leader batches that join, and the later ones, as restart
+// mode's.
+func TestARestartModeTrainerIsPublishedAsItsMemberEntersTheRing(t *testing.T) {
+	srv := etcdtest.Start(t)
+	client := etcdtest.Client(t, srv)
+	w0 := sidecartest.Start(t, srv.Endpoints(), "trainer-mode", "w0", func(c *sidecar.Config) { c.AwaitTrainer = true })
+	key := coordinator.DefaultConfig("default", "trainer-mode").Prefix() + record.MembersDir + "w0"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := client.Get(ctx, key)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("members/w0: %v (%d keys)", err, len(resp.Kvs))
+	}
+	changes := client.Watch(ctx, key, clientv3.WithRev(resp.Header.Revision+1))
+	newAPIClient(t, w0.Socket).eventsAt("/v1/events?mode=" + api.ModeRestart)
+	for wr := range changes {
+		for _, ev := range wr.Events {
+			info, err := record.DecodeMember(string(ev.Kv.Key), ev.Kv.Value, ev.Kv.CreateRevision)
+			if err != nil {
+				t.Fatalf("members/w0: %v", err)
+			}
+			if info.State == record.StateActive {
+				if !info.RestartMode {
+					t.Fatalf("w0 entered the ring as %+v, without its restart mode", info)
+				}
+				return
+			}
+		}
+	}
+	t.Fatal("w0 did not enter the ring within 30s of its trainer's attach")
 }

@@ -40,6 +40,13 @@ const (
 	// ContainerAnnotation names the trainer container; by default the
 	// pod's first container.
 	ContainerAnnotation = "ringside.dev/container"
+	// ReplicasAnnotation is the number of worker pods the job starts with:
+	// the owning workload's replicas (or the ElasticScaler's
+	// minReplicas). Its first generation waits for them, replicas times
+	// slots, for the sidecar's start window (--expected-size). The webhook
+	// reads it from the pod because it has no access to the API server to
+	// read the owner's replicas: set it in the workload's pod template.
+	ReplicasAnnotation = "ringside.dev/replicas"
 	// InjectedAnnotation marks an injected pod with the injector's
 	// version: a pod that has it is never injected again.
 	InjectedAnnotation = "ringside.dev/injected"
@@ -74,6 +81,7 @@ const (
 	gossipKeyFile  = "gossip-key"
 	gpuResource    = "nvidia.com/gpu"
 	maxSlots       = 1024
+	maxReplicas    = 65536
 	graceMarginSec = 15
 )
 
@@ -216,6 +224,7 @@ type settings struct {
 	job, namespace string
 	mode           string
 	slots          int
+	replicas       int  // 0: not given
 	trainer        int  // index in Containers
 	wrap           bool // the trainer's command runs under ringside exec
 	uid            *int64
@@ -259,6 +268,13 @@ func settingsOf(pod *corev1.Pod, job, namespace string) (settings, error) {
 			errs = append(errs, fmt.Errorf("annotation %s is %q: want a whole number from 1 to %d", SlotsAnnotation, v, maxSlots))
 		}
 		s.slots = n
+	}
+	if v, ok := pod.Annotations[ReplicasAnnotation]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxReplicas {
+			errs = append(errs, fmt.Errorf("annotation %s is %q: want the worker pods the job starts with, a whole number from 1 to %d", ReplicasAnnotation, v, maxReplicas))
+		}
+		s.replicas = n
 	}
 	s.wrap = s.mode == ModeRestart || (s.mode == ModeLive && s.slots > 1)
 	if s.wrap && len(trainer.Command) == 0 {
@@ -412,18 +428,22 @@ func sidecar(s settings, cfg Config) corev1.Container {
 			TimeoutSeconds:   1,
 		}
 	}
+	env := []corev1.EnvVar{
+		field("POD_NAME", "metadata.name"),
+		field("POD_NAMESPACE", "metadata.namespace"),
+		field("NODE_NAME", "spec.nodeName"),
+		field("POD_IP", "status.podIP"),
+	}
+	if s.replicas > 0 {
+		env = append(env, corev1.EnvVar{Name: "RINGSIDE_EXPECTED_SIZE", Value: strconv.Itoa(s.replicas * s.slots)})
+	}
 	return corev1.Container{
 		Name:            SidecarName,
 		Image:           cfg.Image,
 		ImagePullPolicy: cfg.ImagePullPolicy,
 		Args:            args,
 		RestartPolicy:   ptr.To(corev1.ContainerRestartPolicyAlways),
-		Env: []corev1.EnvVar{
-			field("POD_NAME", "metadata.name"),
-			field("POD_NAMESPACE", "metadata.namespace"),
-			field("NODE_NAME", "spec.nodeName"),
-			field("POD_IP", "status.podIP"),
-		},
+		Env:             env,
 		Ports: []corev1.ContainerPort{
 			{Name: "rs-gossip", ContainerPort: cfg.GossipPort, Protocol: corev1.ProtocolTCP},
 			{Name: "rs-gossip-udp", ContainerPort: cfg.GossipPort, Protocol: corev1.ProtocolUDP},

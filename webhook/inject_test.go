@@ -228,6 +228,8 @@ func TestConflictsAreRefused(t *testing.T) {
 		{"a mode we do not know", func(p *corev1.Pod) { p.Annotations = map[string]string{ModeAnnotation: "eager"} }, `ringside.dev/mode is "eager"`},
 		{"slots not a number", func(p *corev1.Pod) { p.Annotations = map[string]string{SlotsAnnotation: "eight"} }, `ringside.dev/slots is "eight"`},
 		{"slots zero", func(p *corev1.Pod) { p.Annotations = map[string]string{SlotsAnnotation: "0"} }, `ringside.dev/slots is "0"`},
+		{"replicas not a number", func(p *corev1.Pod) { p.Annotations = map[string]string{ReplicasAnnotation: "four"} }, `ringside.dev/replicas is "four"`},
+		{"replicas zero", func(p *corev1.Pod) { p.Annotations = map[string]string{ReplicasAnnotation: "0"} }, `ringside.dev/replicas is "0"`},
 		{"an unknown trainer container", func(p *corev1.Pod) { p.Annotations = map[string]string{ContainerAnnotation: "main"} }, `names container "main"`},
 		{"no containers", func(p *corev1.Pod) { p.Spec.Containers = nil }, "no containers"},
 	} {

@@ -125,14 +125,17 @@ var (
 		"PasswordFile": "--etcd-password-file (or env " + passwordEnv + ")",
 	}
 	jobFieldFlags = fieldFlags{
-		"Job":         "--job",
-		"Namespace":   "--namespace",
-		"TTL":         "--ttl",
-		"Settle":      "--settle",
-		"MasterPort":  "--master-port/--master-port-range",
-		"Policy.Min":  "--min",
-		"Policy.Max":  "--max",
-		"Policy.Unit": "--unit",
+		"Job":           "--job",
+		"Namespace":     "--namespace",
+		"TTL":           "--ttl",
+		"Settle":        "--settle",
+		"RestartSettle": "--restart-settle",
+		"ExpectedSize":  "--expected-size",
+		"StartWindow":   "--start-window",
+		"MasterPort":    "--master-port/--master-port-range",
+		"Policy.Min":    "--min",
+		"Policy.Max":    "--max",
+		"Policy.Unit":   "--unit",
 	}
 )
 

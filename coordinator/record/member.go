@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // MemberInfo is what a member publishes under members/<id>.
@@ -29,6 +30,14 @@ type MemberInfo struct {
 	// restarted under the same id is a new instance, one that registers
 	// again after an etcd outage is not. Join sets it.
 	Instance string `json:"instance,omitempty"`
+	// ActiveSince is when the member last turned active, by its own
+	// clock: a leader elected while the job starts reads from it when the
+	// start window opened (coordinator.Config.StartWindow).
+	ActiveSince time.Time `json:"active_since,omitzero"`
+	// RestartMode says the member's trainer runs in restart mode (`ringside
+	// exec`), where every new generation restarts its processes: the
+	// leader batches joins for longer (coordinator.Config.RestartSettle).
+	RestartMode bool `json:"restart_mode,omitempty"`
 
 	// JoinRevision is the etcd CreateRevision of the member's key: the order
 	// in which members joined. Filled in by DecodeMember, never stored.

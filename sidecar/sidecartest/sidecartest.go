@@ -55,6 +55,7 @@ func Start(t testing.TB, endpoints []string, job, id string, mutate ...func(*sid
 	cfg.Job.Job = job
 	cfg.Job.TTL = 2 * time.Second
 	cfg.Job.Settle = 50 * time.Millisecond
+	cfg.Job.RestartSettle = 50 * time.Millisecond
 	cfg.Etcd.Endpoints = endpoints
 	cfg.MemberID, cfg.Advertise = id, "127.0.0.1"
 	cfg.Socket = filepath.Join(t.TempDir(), id+".sock")

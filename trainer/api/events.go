@@ -30,3 +30,14 @@ type Event struct {
 	Reason   string     `json:"reason,omitempty"`
 	Deadline *time.Time `json:"deadline,omitempty"`
 }
+
+// The modes a trainer's event stream names (GET /v1/events?mode=M); a
+// stream that names none is live.
+const (
+	// ModeLive trainers follow the generations in their own processes.
+	ModeLive = "live"
+	// ModeRestart trainers are restarted on every generation by their
+	// launcher (`ringside exec`): the job batches joins for longer, since
+	// each formation restarts every process.
+	ModeRestart = "restart"
+)

@@ -136,6 +136,13 @@ func (c *Client) Events(ctx context.Context) (<-chan api.Event, error) {
 	return c.events(ctx, "/v1/events")
 }
 
+// RestartModeEvents streams the events as Events does, for a launcher
+// that restarts the trainer's processes on every generation (`ringside
+// exec`): its stream tells the sidecar so (api.ModeRestart).
+func (c *Client) RestartModeEvents(ctx context.Context) (<-chan api.Event, error) {
+	return c.events(ctx, "/v1/events?mode="+api.ModeRestart)
+}
+
 // Observe streams the events as Events does, for a watcher that is not the
 // trainer (a status tool, a test harness): the sidecar does not take it
 // for the trainer's presence.

@@ -154,7 +154,7 @@ func (r *runner) run(ctx context.Context) (int, error) {
 func (r *runner) connect(ctx context.Context) error {
 	w := client.Waiting{Limit: r.cfg.SidecarWait, Log: r.log}
 	return r.api.Wait(ctx, w, func(ctx context.Context) error {
-		evs, err := r.api.Events(ctx)
+		evs, err := r.api.RestartModeEvents(ctx)
 		r.events = evs
 		return err
 	})
