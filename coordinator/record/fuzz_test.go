@@ -102,3 +102,26 @@ func FuzzDecodeVote(f *testing.F) {
 		}
 	})
 }
+
+func FuzzDecodeCrash(f *testing.F) {
+	f.Add("/ringside/default/j/crashes/w0", []byte(`{"generation":4,"exit_code":1,"ran_s":0.8,"stderr":["Traceback (most recent call last):","  File \"/work/train.py\", line 31, in <module>","    snapshot = torch.load(path)","EOFError: Ran out of input"],"max_restarts":3,"crash_loop":3,"time":"2026-01-02T03:04:05Z"}`))
+	f.Add("crashes/w0", []byte(`{"generation":0,"exit_code":300,"signal":"kill","ran_s":-1}`))
+	f.Add("crashes/", []byte(`{"generation":1}`))
+	f.Fuzz(func(t *testing.T, key string, value []byte) {
+		id, c, err := DecodeCrash(key, value)
+		if err != nil {
+			return
+		}
+		if ValidateID(id) != nil || c.Validate() != nil || len(c.Stderr) > MaxCrashLines {
+			t.Fatalf("accepted crash %+v of %q", c, id)
+		}
+		_ = c.Cause()
+		b, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, again, err := DecodeCrash(key, b); err != nil || !cmp.Equal(c, again, cmpopts.EquateEmpty()) {
+			t.Fatalf("round trip: %+v -> %s -> %+v, %v", c, b, again, err)
+		}
+	})
+}
