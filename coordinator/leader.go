@@ -128,7 +128,7 @@ type leaderState struct {
 	gen       *record.Generation
 	genRev    int64
 	floor     int64
-	held      map[string]held // members whose key timed out (expiry.go)
+	held      map[string]held         // members whose key timed out (expiry.go)
 	crashes   map[string]record.Crash // each member's newest trainer crash (crash.go)
 }
 

@@ -53,7 +53,7 @@ func render(b *bytes.Buffer, s Snapshot, opts RenderOptions) {
 		fmt.Fprintf(b, "reason: %s\n", s.Reason)
 	}
 	if s.Stopped != "" {
-		fmt.Fprintf(b, "STOPPED by trainer crashes: %s\n", s.Stopped)
+		fmt.Fprintf(b, "stopped: %s\n", s.Stopped)
 	}
 	if len(s.Members) == 0 {
 		fmt.Fprintf(b, "no members registered under /ringside/%s/%s/\n", s.Namespace, s.Job)

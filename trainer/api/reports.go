@@ -64,7 +64,7 @@ type RestartReport struct {
 	Generation int64 `json:"generation,omitempty"`
 	// ExitCode is the trainer's exit code, 128+N when signal N ended it,
 	// and Signal then the signal's name ("SIGKILL").
-	ExitCode *int  `json:"exit_code,omitempty"`
+	ExitCode *int   `json:"exit_code,omitempty"`
 	Signal   string `json:"signal,omitempty"`
 	// RanS is how long the trainer ran, in seconds.
 	RanS float64 `json:"ran_s,omitempty"`

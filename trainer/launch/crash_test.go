@@ -148,6 +148,8 @@ while [ "$(ls %[1]s | grep -c 'crashed$')" -lt 2 ]; do sleep 0.01; done; %[2]s; 
 		if got := e.await(t, "start"); got != joined {
 			t.Fatalf("after w2 joined: %q, want %q", got, joined)
 		}
+	}
+	for _, e := range []*execRun{e0, e1} {
 		e.signals <- syscall.SIGTERM
 		if code := e.wait(t); code != 0 {
 			t.Fatalf("exit code %d, want 0", code)

@@ -75,11 +75,11 @@ type Config struct {
 // DefaultConfig returns the defaults of `ringside exec`.
 func DefaultConfig() Config {
 	return Config{
-		Socket:       api.DefaultSocket,
-		SidecarWait:  client.DefaultWait,
-		StopTimeout:  10 * time.Second,
-		MaxRestarts:  api.DefaultMaxRestarts,
-		CrashLoop:    api.DefaultCrashLoop,
+		Socket:      api.DefaultSocket,
+		SidecarWait: client.DefaultWait,
+		StopTimeout: 10 * time.Second,
+		MaxRestarts: api.DefaultMaxRestarts,
+		CrashLoop:   api.DefaultCrashLoop,
 		// A minute: a script that failed sooner was most often still
 		// importing, loading its checkpoint or forming its group.
 		FirstStepTime: time.Minute,
