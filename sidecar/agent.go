@@ -461,10 +461,12 @@ func (a *Agent) initialState() record.State {
 }
 
 // awaitExclusion waits for a generation without this member: the current
-// one may already be (a pending or standby member that drains).
+// one may already be (a pending or standby member that drains, or a job
+// that trainer crashes stopped, where nobody trains and no generation
+// follows).
 func (a *Agent) awaitExclusion(ctx context.Context) {
 	if g, _ := a.generation(); g != nil {
-		if _, in := g.Member(a.cfg.MemberID); !in {
+		if _, in := g.Member(a.cfg.MemberID); !in || g.Stop != nil {
 			return
 		}
 	}
@@ -475,7 +477,7 @@ func (a *Agent) awaitExclusion(ctx context.Context) {
 				return
 			}
 			a.setGeneration(ctx, g)
-			if _, in := g.Member(a.cfg.MemberID); !in {
+			if _, in := g.Member(a.cfg.MemberID); !in || g.Stop != nil {
 				a.log.Info("generation without this member committed; leaving", "generation", g.Number)
 				return
 			}

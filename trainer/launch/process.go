@@ -18,13 +18,15 @@ import (
 // command and ends with it: Kill or Stop end the process and return once
 // that goroutine has.
 type Process struct {
-	cmd     *exec.Cmd
+	cmd *exec.Cmd
+	// started is when it started, or took over a command (a warm process,
+	// see spare); set and read by its owner's goroutine.
 	started time.Time
 	stderr  *lineTail     // its stderr's last lines; nil without a stderr
 	done    chan struct{} // closed once the command exited; the fields below are set then
 	code    int
 	signal  string // the name of the signal that ended it, if one did
-	ran     time.Duration
+	ended   time.Time
 }
 
 // stderrDrain bounds how long an exit waits for the process's stderr to
@@ -54,7 +56,7 @@ func StartProcess(cmd *exec.Cmd) (*Process, error) {
 	go func() {
 		cmd.Wait() //nolint:errcheck // the exit status is read below; I/O copy errors are the writers'
 		p.code, p.signal = exitCode(cmd.ProcessState)
-		p.ran = time.Since(p.started)
+		p.ended = time.Now()
 		close(p.done)
 	}()
 	return p, nil
@@ -81,7 +83,7 @@ func (p *Process) Ended() (signal string, ran time.Duration, stderr []string) {
 	if p.stderr != nil {
 		stderr = p.stderr.lines()
 	}
-	return p.signal, p.ran, stderr
+	return p.signal, p.ended.Sub(p.started), stderr
 }
 
 // Signal sends sig to the process's group. Once the process has ended it
