@@ -338,8 +338,9 @@ type committer struct {
 	holdC     <-chan time.Time
 	committed bool // this term committed a generation
 
-	// A crash waiting for a peer's death to be confirmed (crash.go): held
-	// since crashHeldAt, looked at again when crashTimer fires.
+	// A crash held (crash.go: a peer's death being confirmed, or a crash
+	// loop's stop awaiting the generation's other crashes) since
+	// crashHeldAt, looked at again when crashTimer fires.
 	crashHeldAt time.Time
 	crashTimer  *time.Timer
 	crashC      <-chan time.Time

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"path"
 	"regexp"
 	"strings"
@@ -55,6 +54,9 @@ const (
 	MaxCrashLineLen = 512
 	// MaxRestartBudget bounds MaxRestarts and CrashLoop.
 	MaxRestartBudget = 1_000_000
+	// maxRanS bounds a run time: ten years, in seconds, converts to a
+	// time.Duration without overflow.
+	maxRanS = 10 * 365 * 24 * 3600
 )
 
 // CrashKey returns the key, relative to the job's Prefix, of member id's
@@ -94,8 +96,8 @@ func (c Crash) Validate() error {
 	if c.Signal != "" && !signalName.MatchString(c.Signal) {
 		errs = append(errs, fmt.Errorf("signal %q is not a signal's name (SIGKILL)", c.Signal))
 	}
-	if c.RanS < 0 || math.IsNaN(c.RanS) || math.IsInf(c.RanS, 0) {
-		errs = append(errs, fmt.Errorf("ran_s %v is negative or not finite", c.RanS))
+	if !(c.RanS >= 0 && c.RanS <= maxRanS) {
+		errs = append(errs, fmt.Errorf("ran_s %v is not a run time in seconds (0 to %g)", c.RanS, float64(maxRanS)))
 	}
 	if len(c.Stderr) > MaxCrashLines {
 		errs = append(errs, fmt.Errorf("%d stderr lines, more than %d", len(c.Stderr), MaxCrashLines))

@@ -77,7 +77,7 @@ func TestDecodeCrash(t *testing.T) {
 		{"a key with no id", "crashes/", valid, "malformed crash key"},
 		{"not JSON", "crashes/w0", `{"generation":`, "malformed crash of w0"},
 		{"every bound", "crashes/w0", `{"generation":0,"exit_code":256,"signal":"kill","ran_s":-1,"max_restarts":-1}`,
-			"generation 0 is out of range\nexit code 256 is not in 0-255\nsignal \"kill\" is not a signal's name (SIGKILL)\nran_s -1 is negative or not finite\nmax_restarts -1 or crash_loop 0 is not in 0-1000000"},
+			"generation 0 is out of range\nexit code 256 is not in 0-255\nsignal \"kill\" is not a signal's name (SIGKILL)\nran_s -1 is not a run time in seconds (0 to 3.1536e+08)\nmax_restarts -1 or crash_loop 0 is not in 0-1000000"},
 		{"too many lines", "crashes/w0", `{"generation":1,"stderr":[` + strings.Repeat(`"x",`, MaxCrashLines) + `"x"]}`, "21 stderr lines, more than 20"},
 		{"a line too long", "crashes/w0", `{"generation":1,"stderr":["` + strings.Repeat("x", MaxCrashLineLen+1) + `"]}`, "a stderr line is 513 bytes, more than 512"},
 	}

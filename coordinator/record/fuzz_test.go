@@ -41,6 +41,7 @@ func FuzzDecodeMember(f *testing.F) {
 func FuzzDecodeGeneration(f *testing.F) {
 	f.Add([]byte(`{"number":3,"members":[{"id":"b","addr":"10.0.0.2","rank":0,"slots":2},{"id":"a","addr":"10.0.0.1","rank":2,"slots":1}],"world_size":3,"master_addr":"10.0.0.2","master_port":29503,"store_token":"00ff"}`))
 	f.Add([]byte(`{"number":1,"members":[],"world_size":0}`))
+	f.Add([]byte(`{"number":9,"members":[{"id":"a","addr":"10.0.0.1","rank":0,"slots":1,"instance":"x"}],"world_size":1,"master_addr":"10.0.0.1","master_port":29509,"restarts":2,"failed_starts":3,"stop":{"message":"every worker exits 1 before its first step","exit_code":1,"crashed":["a"]}}`))
 	f.Add([]byte(`{"number":2,"members":[{"id":"x","rank":0,"slots":4611686018427387904},{"id":"y","rank":4611686018427387904,"slots":4611686018427387904}],"world_size":-9223372036854775808}`))
 	f.Fuzz(func(t *testing.T, value []byte) {
 		g, err := DecodeGeneration(value)
