@@ -37,7 +37,9 @@ import (
 //     the budget is spent, or once CrashLoop generations in a row ended
 //     with a trainer failing before its first step, it commits the job's
 //     stop instead (Generation.Stop), with a message that names the
-//     members, their exit and its cause.
+//     members, their exit and its cause; the stop of a crash loop waits
+//     a moment (crashLoopWait) for the other trainers of the generation,
+//     started together, to fail as well, so that it names them all.
 
 // ReportCrash stores c, the crash of this member's trainer, under
 // crashes/<id> on the member's lease, retrying until ctx ends.

@@ -294,7 +294,7 @@ func (r *runner) reportCrash(ctx context.Context, p *Process, ex exit) error {
 		RanS: ran.Seconds(), FirstStep: ran >= r.cfg.FirstStepTime, Stderr: stderr,
 		MaxRestarts: &maxRestarts, CrashLoop: &crashLoop,
 	}
-	r.log.Warn("command failed; reported to the job", "exit_code", ex.code, "local_rank", ex.slot,
+	r.log.Warn("command failed; reporting it to the job", "exit_code", ex.code, "local_rank", ex.slot,
 		"generation", r.gen.Generation, "ran", ran.Round(time.Millisecond))
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
