@@ -376,3 +376,27 @@ func (f *fixture) rescaled() <-chan struct{} {
 	})
 	return ch
 }
+
+// stopJob commits, over job's generation, the stop of trainer crashes
+// with message why.
+func stopJob(t *testing.T, etcd *clientv3.Client, job, why string) {
+	t.Helper()
+	key := record.Prefix(testNS, job) + record.GenerationKey
+	resp, err := etcd.Get(context.Background(), key)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("read %s: %v", key, err)
+	}
+	g, err := record.DecodeGeneration(resp.Kvs[0].Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Number++
+	g.Stop = &record.Stop{Message: why, ExitCode: 1}
+	b, err := json.Marshal(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := etcd.Put(context.Background(), key, string(b)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -37,6 +37,9 @@ const (
 	// Events of a change of the target's size, as the HPA's.
 	ReasonSuccessfulRescale = "SuccessfulRescale"
 	ReasonFailedRescale     = "FailedRescale"
+	// ReasonTrainerCrashes: trainer crashes stopped the job (JobStopped),
+	// also the reason of the Event on each of its pods.
+	ReasonTrainerCrashes = "TrainerCrashes"
 )
 
 // sync brings the ElasticScaler of key ("namespace/name") one step
@@ -113,6 +116,7 @@ func (s *scalerSync) run(ctx context.Context) error {
 		s.condition(v1alpha1.ScalingActive, metav1.ConditionFalse, ReasonFailedReadJob, msg, corev1.EventTypeWarning)
 		return errors.Join(fmt.Errorf("read job %s: %w", s.jobName(), err), s.writeStatus(ctx))
 	}
+	s.jobStopped(snap)
 	js := readJobState(snap, c.cfg.MeasureMaxAge)
 	if js.Measurement != nil && c.history.generationAge(s.key, snap.Generation, s.now) < c.cfg.MeasureSettle {
 		js.Measurement = nil // the re-form is still in the rates
@@ -230,10 +234,37 @@ func (s *scalerSync) measured(in Input) {
 	s.c.metrics.goodput.WithLabelValues(ns, name).Set(h.Goodput)
 }
 
+// jobStopped shows a job that trainer crashes stopped: the JobStopped
+// condition, and once, as it turns true, an Event on the ElasticScaler
+// and on each pod of the job's members (their names are the member ids),
+// where `kubectl describe pod` shows it.
+func (s *scalerSync) jobStopped(snap jobstatus.Snapshot) {
+	if snap.Stopped == "" {
+		meta.RemoveStatusCondition(&s.es.Status.Conditions, v1alpha1.JobStopped)
+		return
+	}
+	msg := "trainer crashes stopped job " + s.jobName() + ": " + snap.Stopped
+	if !s.condition(v1alpha1.JobStopped, metav1.ConditionTrue, ReasonTrainerCrashes, msg, corev1.EventTypeWarning) {
+		return
+	}
+	pods := s.c.podInformer.GetIndexer()
+	for _, m := range snap.Members {
+		obj, ok, err := pods.GetByKey(s.es.Namespace + "/" + m.ID)
+		pod, isPod := obj.(*corev1.Pod)
+		if err != nil || !ok || !isPod {
+			continue
+		}
+		pod = pod.DeepCopy() // the cache's objects carry no kind, which the Event names
+		pod.APIVersion, pod.Kind = "v1", "Pod"
+		s.c.events.Event(pod, corev1.EventTypeWarning, ReasonTrainerCrashes, msg)
+	}
+}
+
 // condition sets a condition of the status; when it changed and
 // eventType is not empty, it also records an Event of its reason, so a
-// lasting failure is one Event, not one per sync.
-func (s *scalerSync) condition(typ string, status metav1.ConditionStatus, reason, msg, eventType string) {
+// lasting failure is one Event, not one per sync. It reports whether the
+// condition changed.
+func (s *scalerSync) condition(typ string, status metav1.ConditionStatus, reason, msg, eventType string) bool {
 	if msg == "" {
 		msg = reason
 	}
@@ -247,6 +278,7 @@ func (s *scalerSync) condition(typ string, status metav1.ConditionStatus, reason
 	if changed && eventType != "" {
 		s.c.events.Event(s.u, eventType, reason, msg)
 	}
+	return changed
 }
 
 // writeStatus writes the status through the status subresource, unless

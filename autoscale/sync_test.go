@@ -263,3 +263,38 @@ func TestAnUnreachableEtcdHoldsTheSizeAndSaysSo(t *testing.T) {
 		t.Fatalf("target at %d, want held at 2", n)
 	}
 }
+
+func TestAJobStoppedByTrainerCrashesIsAConditionAndAnEventOnEachPod(t *testing.T) {
+	etcd := startEtcd(t)
+	seedJob(t, etcd, "crashing", 4, worker{id: "crashing-workers-0", none: true}, worker{id: "crashing-workers-1", none: true})
+	why := "every worker exits 1 before its first step, 3 generations in a row: EOFError: Ran out of input"
+	stopJob(t, etcd, "crashing", why)
+	f := newFixture(t, etcd, scaler("crashing"))
+	f.target("crashing-workers", 2)
+	f.cachePod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "crashing-workers-0", Namespace: testNS}})
+	f.events.IncludeObject = true
+	if err := f.sync("crashing"); err != nil {
+		t.Fatal(err)
+	}
+	wantCondition(t, f.stored("crashing"), v1alpha1.JobStopped, metav1.ConditionTrue, ReasonTrainerCrashes, why)
+	ev := f.drainEvents()
+	var pods, scalers int
+	for _, e := range ev {
+		switch {
+		case !strings.HasPrefix(e, "Warning TrainerCrashes trainer crashes stopped job team/crashing: "+why):
+		case strings.Contains(e, "kind=Pod"):
+			pods++
+		case strings.Contains(e, "kind=ElasticScaler"):
+			scalers++
+		}
+	}
+	if pods != 1 || scalers != 1 {
+		t.Fatalf("events %q, want one TrainerCrashes on the scaler and one on the pod it has", ev)
+	}
+	if err := f.sync("crashing"); err != nil {
+		t.Fatal(err)
+	}
+	if ev := f.drainEvents(); len(ev) != 0 {
+		t.Fatalf("a sync of the same stop recorded %q again", ev)
+	}
+}

@@ -128,13 +128,22 @@ type leaderState struct {
 	gen       *record.Generation
 	genRev    int64
 	floor     int64
-	held      map[string]held // members whose key timed out (expiry.go)
+	held      map[string]held         // members whose key timed out (expiry.go)
+	crashes   map[string]record.Crash // each member's newest trainer crash (crash.go)
 	// seenActive: when this term first saw each active member (start.go).
 	seenActive map[string]time.Time
 }
 
-// plan plans the generation that should follow the leader's.
+// plan plans the generation that should follow the leader's. A stopped
+// job plans nothing while a member of its last generation is registered
+// as the same process, and afresh once every one was replaced.
 func (st *leaderState) plan(cfg Config) (*record.Generation, delta) {
+	if st.gen != nil && st.gen.Stop != nil {
+		if st.stopHolds() {
+			return nil, delta{}
+		}
+		return cfg.plan(nil, max(st.floor, st.gen.Number), st.planning())
+	}
 	return cfg.plan(st.gen, st.floor, st.planning())
 }
 
@@ -178,17 +187,25 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 	if err := m.holdMissing(ctx, st, rev, time.Now()); err != nil {
 		return false, fmt.Errorf("read evictions: %w", err)
 	}
+	if err := m.readCrashes(ctx, st, rev); err != nil {
+		return false, fmt.Errorf("read crashes: %w", err)
+	}
 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	memberWatch := client.Watch(wctx, membersPrefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	genWatch := client.Watch(wctx, genKey, clientv3.WithRev(rev+1))
+	crashWatch := client.Watch(wctx, cfg.Prefix()+record.CrashesDir, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 
 	c := committer{m: m, st: st, fence: fence, leaderKey: leaderKey}
 	defer c.stopTimer()
 	defer c.armHolds(time.Time{})
+	defer c.releaseCrash()
 	c.armHolds(st.expireHolds(time.Now()))
 	if err := c.evaluate(ctx, time.Now()); err != nil {
+		return c.committed, err
+	}
+	if err := c.attribute(ctx, time.Now()); err != nil {
 		return c.committed, err
 	}
 	for {
@@ -231,6 +248,13 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 				return c.committed, fmt.Errorf("generation watch ended: %v", wr.Err())
 			}
 			m.applyGenerationEvents(st, wr.Events)
+		case wr, ok := <-crashWatch:
+			if !ok || wr.Err() != nil {
+				return c.committed, fmt.Errorf("crashes watch ended: %v", wr.Err())
+			}
+			m.applyCrashes(st, wr.Events)
+		case <-c.crashC:
+			c.crashC = nil
 		case <-c.holdC:
 			c.holdC = nil
 			c.armHolds(st.expireHolds(time.Now()))
@@ -247,6 +271,9 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 			return c.committed, ctx.Err()
 		}
 		if err := c.evaluate(ctx, time.Now()); err != nil {
+			return c.committed, err
+		}
+		if err := c.attribute(ctx, time.Now()); err != nil {
 			return c.committed, err
 		}
 	}
@@ -320,6 +347,13 @@ type committer struct {
 
 	// settle and maxSettle: the window of the batch that firstJoin began.
 	settle, maxSettle time.Duration
+
+	// A crash held (crash.go: a peer's death being confirmed, or a crash
+	// loop's stop awaiting the generation's other crashes) since
+	// crashHeldAt, looked at again when crashTimer fires.
+	crashHeldAt time.Time
+	crashTimer  *time.Timer
+	crashC      <-chan time.Time
 }
 
 // evaluate commits the planned generation at once if it removes anyone, or
@@ -434,8 +468,13 @@ func (c *committer) commit(ctx context.Context, next *record.Generation, d delta
 	m := c.m
 	next.Leader = m.id
 	next.MemberRevision = c.st.memberRev
-	next.Reason = d.String()
+	if next.Reason == "" {
+		next.Reason = d.String()
+	}
 	next.Left = d.left
+	if prev := c.st.gen; prev != nil && prev.Stop == nil {
+		next.Restarts = max(next.Restarts, prev.Restarts) // restarts only grow, whatever changed
+	}
 	token, err := record.NewStoreToken()
 	if err != nil {
 		return fmt.Errorf("commit generation %d: %w", next.Number, err)
@@ -473,6 +512,6 @@ func (c *committer) commit(ctx context.Context, next *record.Generation, d delta
 	}
 	c.st.gen, c.st.genRev, c.committed = next, resp.Header.Revision, true
 	m.log.Info("committed generation", "generation", next.Number, "world_size", next.WorldSize,
-		"members", len(next.Members), "paused", next.Paused, "reason", next.Reason)
+		"members", len(next.Members), "paused", next.Paused, "reason", next.Reason, "restarts", next.Restarts)
 	return nil
 }

@@ -347,6 +347,8 @@ func (a *Agent) setGeneration(ctx context.Context, g *record.Generation) {
 
 	a.metrics.generation.Set(float64(g.Number))
 	a.metrics.worldSize.Set(float64(g.WorldSize))
+	a.metrics.restarts.Set(float64(g.Restarts))
+	a.metrics.stopped.Set(boolFloat(g.Stop != nil))
 	a.metrics.members.WithLabelValues(string(record.StateActive)).Set(float64(len(g.Members)))
 	a.metrics.members.WithLabelValues(string(record.StateStandby)).Set(float64(len(g.Standby)))
 	leader := 0.0
@@ -357,12 +359,27 @@ func (a *Agent) setGeneration(ctx context.Context, g *record.Generation) {
 	a.detect.SetGeneration(ctx, g)
 }
 
-// handOver tells the trainer of generation g.
+// handOver tells the trainer of generation g, and that the job stopped
+// when g stops it.
 func (a *Agent) handOver(g *record.Generation) {
 	r := api.NewRendezvous(g, a.cfg.MemberID, a.nccl)
 	a.events.publish(api.Event{Type: api.EventGeneration, Time: time.Now(), Generation: r})
 	a.log.Info("generation", "generation", g.Number, "world_size", g.WorldSize, "state", r.State,
 		"rank", r.Rank, "reason", g.Reason)
+	if e, ok := stopEvent(g); ok {
+		a.events.publish(e)
+		a.log.Error("trainer crashes stopped the job: no trainer starts again until its pods are replaced",
+			"generation", g.Number, "why", g.Stop.Message, "exit_code", g.Stop.ExitCode, "restarts", g.Restarts)
+	}
+}
+
+// stopEvent is the event of the job's stop, if g stopped it.
+func stopEvent(g *record.Generation) (api.Event, bool) {
+	if g.Stop == nil {
+		return api.Event{}, false
+	}
+	code := g.Stop.ExitCode
+	return api.Event{Type: api.EventJobStopped, Time: time.Now(), Reason: g.Stop.Message, ExitCode: &code}, true
 }
 
 // publish tells the trainer, on every event stream, of e.
@@ -375,6 +392,9 @@ func (a *Agent) initialEvents() []api.Event {
 	var out []api.Event
 	if a.gen != nil {
 		out = append(out, api.Event{Type: api.EventGeneration, Time: time.Now(), Generation: api.NewRendezvous(a.gen, a.cfg.MemberID, a.nccl)})
+		if e, ok := stopEvent(a.gen); ok {
+			out = append(out, e)
+		}
 	}
 	if a.draining != nil {
 		out = append(out, *a.draining)
@@ -441,10 +461,12 @@ func (a *Agent) initialState() record.State {
 }
 
 // awaitExclusion waits for a generation without this member: the current
-// one may already be (a pending or standby member that drains).
+// one may already be (a pending or standby member that drains, or a job
+// that trainer crashes stopped, where nobody trains and no generation
+// follows).
 func (a *Agent) awaitExclusion(ctx context.Context) {
 	if g, _ := a.generation(); g != nil {
-		if _, in := g.Member(a.cfg.MemberID); !in {
+		if _, in := g.Member(a.cfg.MemberID); !in || g.Stop != nil {
 			return
 		}
 	}
@@ -455,7 +477,7 @@ func (a *Agent) awaitExclusion(ctx context.Context) {
 				return
 			}
 			a.setGeneration(ctx, g)
-			if _, in := g.Member(a.cfg.MemberID); !in {
+			if _, in := g.Member(a.cfg.MemberID); !in || g.Stop != nil {
 				a.log.Info("generation without this member committed; leaving", "generation", g.Number)
 				return
 			}

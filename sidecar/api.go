@@ -262,11 +262,16 @@ func (a *Agent) serveLeave(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, api.StatusBody{Status: api.StatusDraining})
 }
 
-// serveRestart records a trainer crash: the leader commits a generation
-// with the same members, so every trainer of the job restarts with it.
+// serveRestart records a trainer crash (restart mode) in etcd at once;
+// the leader decides whether the job restarts, whether the crash counts
+// against its restart budget, or whether it stops (coordinator/crash.go).
 func (a *Agent) serveRestart(w http.ResponseWriter, r *http.Request) {
 	var rr api.RestartReport
 	if r.ContentLength != 0 && !decodeBody(w, r, &rr) {
+		return
+	}
+	if err := rr.Validate(); err != nil {
+		writeError(w, http.StatusBadRequest, "restart: "+err.Error())
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
@@ -277,11 +282,25 @@ func (a *Agent) serveRestart(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "restart not recorded: the sidecar has not joined the job yet")
 		return
 	}
-	if err := a.member.Restart(ctx); err != nil {
+	g, _ := a.generation()
+	if g == nil && rr.Generation == 0 {
+		writeError(w, http.StatusServiceUnavailable, "restart not recorded: the job has no generation yet")
+		return
+	}
+	now := time.Now()
+	var gen int64
+	if g != nil {
+		gen = g.Number
+	}
+	c := rr.Crash(gen, now)
+	c.FirstStep = c.FirstStep || a.steppedSince(now.Add(-time.Duration(c.RanS*float64(time.Second))))
+	if err := a.member.ReportCrash(ctx, c); err != nil {
 		writeError(w, http.StatusServiceUnavailable, "restart not recorded: "+err.Error())
 		return
 	}
-	a.log.Info("trainer restarting after a failure", "error", rr.Error)
+	a.metrics.trainerCrashes.Inc()
+	a.log.Warn("trainer crashed; reported to the job's leader", "generation", c.Generation, "exit", c.Exits(false),
+		"first_step", c.FirstStep, "ran_s", c.RanS, "cause", c.Cause())
 	writeJSON(w, http.StatusAccepted, api.StatusBody{Status: api.StatusRestarting})
 }
 

@@ -61,6 +61,10 @@ func TestAPIContract(t *testing.T) {
 		{"events in a mode we do not know", "GET", "/v1/events?mode=eager", "", 400, `mode=\"eager\": want live or restart`},
 		{"restart with an unknown field", "POST", "/v1/restart", `{"why":1}`, 400, "unknown field"},
 		{"restart accepted", "POST", "/v1/restart", restartRequest(t), 202, "restarting"},
+		{"restart with an exit code of success", "POST", "/v1/restart", `{"exit_code":0}`, 400, "exit_code must be a failure's"},
+		{"restart with a stderr line past its bound", "POST", "/v1/restart", `{"stderr":["` + strings.Repeat("x", 600) + `"]}`, 400, "a stderr line is 600 bytes, more than 512"},
+		{"restart with a negative budget", "POST", "/v1/restart", `{"max_restarts":-1}`, 400, "max_restarts -1 or crash_loop"},
+		{"crash report accepted", "POST", "/v1/restart", crashRequest(t), 202, "restarting"},
 		{"healthz", "GET", "/v1/healthz", "", 200, "ok"},
 		{"readyz once a generation is held", "GET", "/v1/readyz", "", 200, "ready"},
 		{"metrics", "GET", "/metrics", "", 200, "ringside_coordinator_generation"},
@@ -70,6 +74,7 @@ func TestAPIContract(t *testing.T) {
 	golden := map[string]string{
 		"failure of an unknown peer is checked": "failure_accepted.json",
 		"restart accepted":                      "restart_accepted.json",
+		"crash report accepted":                 "restart_accepted.json",
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

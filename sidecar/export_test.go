@@ -35,6 +35,13 @@ func (a *Agent) AnnounceDrain(reason string) { a.announceDrain(reason) }
 // AnnounceDead announces member's death, as a confirmed death does first.
 func (a *Agent) AnnounceDead(member string) { a.detect.publishDead(member) }
 
+// AnnounceStop announces the job's stop of g, as its hand-over does.
+func (a *Agent) AnnounceStop(g *record.Generation) {
+	if e, ok := stopEvent(g); ok {
+		a.publish(e)
+	}
+}
+
 // GossipKeys returns the gossip keyring in use, the primary key first.
 func (a *Agent) GossipKeys() [][]byte { return a.gossip.Keys() }
 

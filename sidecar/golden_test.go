@@ -164,6 +164,11 @@ func TestGoldenEventStream(t *testing.T) {
 	readLine() // the drain under way
 	a.AnnounceDead("w2")
 	readLine()
+	stopped := goldenGeneration(false)
+	stopped.Stop = &record.Stop{ExitCode: 1, Crashed: []string{"w0", "w1", "w2"},
+		Message: "every worker exits 1 before its first step, 3 generations in a row: EOFError: Ran out of input, at train.py:31: snapshot = torch.load(path)"}
+	a.AnnounceStop(stopped)
+	readLine()
 	checkAnswer(t, "events.ndjson", "GET", "/v1/events", resp.StatusCode, stream.Bytes())
 }
 
@@ -179,4 +184,20 @@ func failureRequest(t *testing.T) string {
 
 func restartRequest(t *testing.T) string {
 	return goldenRequest(t, "restart_request.json", api.RestartReport{Error: "exit status 1"})
+}
+
+// crashRequest is what `ringside exec` reports of a crashed trainer.
+func crashRequest(t *testing.T) string {
+	return goldenRequest(t, "crash_request.json", api.RestartReport{
+		Error: "local rank 0 exited with 1", Generation: 1, ExitCode: new(1), RanS: 0.84,
+		Stderr: []string{
+			"Traceback (most recent call last):",
+			`  File "/work/train.py", line 31, in <module>`,
+			"    snapshot = torch.load(path)",
+			`  File "/usr/lib/python3/dist-packages/torch/serialization.py", line 795, in load`,
+			"    return _legacy_load(opened_file, map_location, pickle_module, **pickle_load_args)",
+			"EOFError: Ran out of input",
+		},
+		MaxRestarts: new(3), CrashLoop: new(3),
+	})
 }

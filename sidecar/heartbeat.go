@@ -52,6 +52,14 @@ func (a *Agent) recordHeartbeat(hb api.Heartbeat) {
 	}
 }
 
+// steppedSince reports whether the trainer sent a heartbeat (a step)
+// after t.
+func (a *Agent) steppedSince(t time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.beats.at.After(t)
+}
+
 // status builds the status to store, or reports false if nothing is new.
 func (a *Agent) status() (record.Status, bool) {
 	a.mu.Lock()

@@ -194,4 +194,9 @@ const (
 	// ScalingLimited: the decision was held at min, max, or by pending
 	// workers.
 	ScalingLimited = "ScalingLimited"
+	// JobStopped: trainer crashes stopped the job (restart mode: its
+	// restart budget was spent, or its trainers failed before their first
+	// step generation after generation); the message says which workers,
+	// their exit and its cause. Absent while the job runs.
+	JobStopped = "JobStopped"
 )

@@ -108,6 +108,10 @@ func TestEverySubcommandRefusesBadInputNamingTheFlag(t *testing.T) {
 		{"exec with negative slots", []string{"exec", "--live", "--socket", socket, "--slots", "-1", "--", "true"}, "--slots must be zero"},
 		{"exec preloading in live mode", []string{"exec", "--live", "--socket", socket, "--preload", "torch", "--", "true"}, "--preload: "},
 		{"exec with negative restarts", []string{"exec", "--socket", socket, "--max-restarts", "-1", "--", "true"}, "--max-restarts must be zero or more"},
+		{"exec with a restart budget past its bound", []string{"exec", "--socket", socket, "--max-restarts", "1000001", "--", "true"}, "--max-restarts must be zero or more, at most 1000000, got 1000001"},
+		{"exec with a negative crash loop", []string{"exec", "--socket", socket, "--crash-loop", "-2", "--", "true"}, "--crash-loop must be zero (never) or more"},
+		{"exec with a negative first-step time", []string{"exec", "--socket", socket, "--first-step-time", "-1s", "--", "true"}, "--first-step-time must not be negative"},
+		{"exec counting crash loops in live mode", []string{"exec", "--live", "--socket", socket, "--crash-loop", "2", "--", "true"}, "--crash-loop and --first-step-time are for restart mode"},
 		{"exec with a bad duration", []string{"exec", "--socket", socket, "--stop-timeout", "10", "--", "true"}, `invalid argument "10" for "--stop-timeout"`},
 		{"exec without a sidecar", []string{"exec", "--socket", socket, "--socket-wait", "1ms", "--", "true"}, "--socket-wait (env RINGSIDE_SOCKET_WAIT)"},
 

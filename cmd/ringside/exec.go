@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/trainer/client"
 	"github.com/ringside/ringside/trainer/launch"
 )
@@ -33,10 +34,27 @@ TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID,
 OMP_NUM_THREADS when unset) and netopt's NCCL settings, taken from the
 sidecar's current generation. On every new generation it stops CMD (SIGTERM,
 then SIGKILL after --stop-timeout) and starts it again with the new values.
-Signals are forwarded. A crashed CMD is reported to the sidecar, which has
-the job re-form; after --max-restarts crashes exec exits with CMD's code.
-A crash followed within --crash-grace by a new generation (a peer died and
-CMD failed in a collective with it) is not counted.
+Signals are forwarded.
+
+A CMD that fails is reported to the sidecar at once, with its exit code, how
+long it ran and the last lines of its stderr (which still reach exec's
+stderr unchanged). The job's leader restarts every worker's CMD in a new
+generation, as torchrun restarts all workers, and counts the restart
+against the job's budget, --max-restarts, counted job-wide like torchrun's:
+a crash right after a peer's death or drain is the peer's, several workers
+failing in the same generation cost one restart, and deaths, drains and
+joins never count. The next crash once the budget is spent stops the job;
+so do --crash-loop generations in a row that end with CMD failing before
+its first step (within --first-step-time of its start, having reported no
+step to the sidecar). A stopped job is for good: every worker's exec exits
+with the failed CMD's code, and the sidecars say why (their log,
+/v1/events, ringside status, the ringside_coordinator_job_stopped metric),
+naming the workers, their exit and the last stderr line, as in "every
+worker exits 1 before its first step, 3 generations in a row: EOFError: Ran
+out of input, at train.py:31: snapshot = torch.load(path)". It stays
+stopped until its pods (sidecars) are replaced. Give every worker the same
+--max-restarts and --crash-loop: the leader applies those of the crash it
+counts.
 
 With --live, exec is the launcher of trainers that follow the generations
 themselves (ringside.elastic.run): it starts CMD once per slot (--slots, or
@@ -50,7 +68,8 @@ every slot's process holds its event stream open. A process that exits 0
 (its training returned, or the member was drained) is not restarted. Signals
 are forwarded to every slot's process; after SIGTERM or SIGINT nothing is
 restarted. exec exits once every process has, with the first failure's code
-(0 when none failed), or the failing one's after --max-restarts failures.
+(0 when none failed), or the failing one's after --max-restarts failures of
+this pod's processes (live mode counts them itself).
 With a sidecar under --await-trainer, give --slots: the member enters the
 ring only once its processes attach.`,
 		Example: `  ringside exec -- python train.py --epochs 10
@@ -90,11 +109,15 @@ ring only once its processes attach.`,
 	f.StringVar(&cfg.Socket, "socket", cfg.Socket, "the sidecar's API socket")
 	f.DurationVar(&cfg.SidecarWait, "socket-wait", cfg.SidecarWait, "how long to wait at start for the sidecar to answer on --socket, saying so every few seconds (0: wait until interrupted)")
 	f.DurationVar(&cfg.StopTimeout, "stop-timeout", cfg.StopTimeout, "time between SIGTERM and SIGKILL when stopping CMD")
-	f.IntVar(&cfg.MaxRestarts, "max-restarts", cfg.MaxRestarts, "restarts after CMD failures before giving up")
+	f.IntVar(&cfg.MaxRestarts, "max-restarts", cfg.MaxRestarts, "the job's restart budget (torchrun's --max-restarts): restarts of every worker after CMD failures, counted job-wide; the next failure stops the job. With --live: failures of this pod's processes before exec gives up")
+	f.IntVar(&cfg.CrashLoop, "crash-loop", cfg.CrashLoop, "stop the job when this many generations in a row end with CMD failing before its first step, whatever restarts are left (0: never)")
+	f.DurationVar(&cfg.FirstStepTime, "first-step-time", cfg.FirstStepTime, "for --crash-loop: a CMD that fails within this time of its start, having reported no step (heartbeat) to the sidecar, failed before its first step")
 	f.StringVar(&cfg.RunID, "run-id", cfg.RunID, "TORCHELASTIC_RUN_ID")
 	withEnv(f, "run-id", "RINGSIDE_RUN_ID", "RINGSIDE_JOB")
 	f.DurationVar(&cfg.StartTimeout, "start-timeout", cfg.StartTimeout, "with --preload: how long a start waits for the warm process's imports before it starts cold")
-	f.DurationVar(&cfg.CrashGrace, "crash-grace", cfg.CrashGrace, "after CMD fails, how long to wait for a new generation (a peer died under it) before the failure counts against --max-restarts")
+	var crashGrace time.Duration
+	f.DurationVar(&crashGrace, "crash-grace", 2*time.Second, "ignored")
+	f.MarkDeprecated("crash-grace", "a failure is reported at once, and the job's leader tells a peer's death from a crash") //nolint:errcheck // the flag exists
 	f.BoolVar(&live, "live", false, "live mode: start CMD once per slot, never restarted for a new generation (for trainers using ringside.elastic.run); a failed slot process is restarted alone")
 	f.IntVar(&cfg.Slots, "slots", 0, "with --live: processes to start, one per slot (0: the member's slots, from the first generation it is active in)")
 	f.DurationVar(&cfg.RestartBackoff, "restart-backoff", cfg.RestartBackoff, "with --live: wait before restarting a failed slot process, doubled with each failure of that slot in a row (up to 30s)")
@@ -123,7 +146,7 @@ func validateExec(cmd *cobra.Command, cfg launch.Config, live bool) error {
 		{"--socket-wait", cfg.SidecarWait, false},
 		{"--stop-timeout", cfg.StopTimeout, true},
 		{"--start-timeout", cfg.StartTimeout, true},
-		{"--crash-grace", cfg.CrashGrace, false},
+		{"--first-step-time", cfg.FirstStepTime, false},
 		{"--restart-backoff", cfg.RestartBackoff, true},
 	} {
 		switch {
@@ -133,8 +156,14 @@ func validateExec(cmd *cobra.Command, cfg launch.Config, live bool) error {
 			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", d.flag, d.v))
 		}
 	}
-	if cfg.MaxRestarts < 0 {
-		errs = append(errs, fmt.Errorf("--max-restarts must be zero or more, got %d", cfg.MaxRestarts))
+	if cfg.MaxRestarts < 0 || cfg.MaxRestarts > record.MaxRestartBudget {
+		errs = append(errs, fmt.Errorf("--max-restarts must be zero or more, at most %d, got %d", record.MaxRestartBudget, cfg.MaxRestarts))
+	}
+	if cfg.CrashLoop < 0 || cfg.CrashLoop > record.MaxRestartBudget {
+		errs = append(errs, fmt.Errorf("--crash-loop must be zero (never) or more, at most %d, got %d", record.MaxRestartBudget, cfg.CrashLoop))
+	}
+	if live && (changed("crash-loop") || changed("first-step-time")) {
+		errs = append(errs, errors.New("--crash-loop and --first-step-time are for restart mode: live mode restarts a failed process alone"))
 	}
 	if cfg.Slots < 0 {
 		errs = append(errs, fmt.Errorf("--slots must be zero (the member's slots) or more, got %d", cfg.Slots))

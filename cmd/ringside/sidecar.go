@@ -31,11 +31,11 @@ collective fails at once, drains on SIGTERM or a node termination taint, and
 serves the trainer API on a unix socket:
 
   GET  /v1/rendezvous?after=N&timeout=30s   long poll for the next generation
-  GET  /v1/events                           JSON lines: generation, drain, member_dead
+  GET  /v1/events                           JSON lines: generation, drain, member_dead, job_stopped
   POST /v1/heartbeat                        {"step":..,"samples":..,"step_time_s":..}
   POST /v1/failure                          {"peer":"w3","error":"..."}
   POST /v1/leave                            drain and leave
-  POST /v1/restart                          the trainer crashed: re-form the group (restart mode)
+  POST /v1/restart                          the trainer failed (restart mode): the job's leader restarts or stops the job
   GET  /v1/healthz, /v1/readyz, /metrics   (also on --probe-addr, for probes)
 
 Every flag can also be set through the environment: --etcd-endpoints is

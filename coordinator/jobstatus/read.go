@@ -112,6 +112,10 @@ func (c *contents) snapshot(now time.Time) Snapshot {
 	placed := map[string]bool{}
 	if g := c.gen; g != nil {
 		s.Generation, s.Paused, s.Reason, s.CommittedBy = g.Number, g.Paused, g.Reason, g.Leader
+		s.Restarts = g.Restarts
+		if g.Stop != nil {
+			s.Stopped = g.Stop.Message
+		}
 		s.WorldSize, s.Standby = g.WorldSize, g.Standby
 		if g.MasterAddr != "" {
 			s.Master = net.JoinHostPort(g.MasterAddr, strconv.Itoa(g.MasterPort))

@@ -43,6 +43,11 @@ func (b *genBuilder) standby(ids ...string) *genBuilder {
 	return b
 }
 
+func (b *genBuilder) stopped(restarts int64, why string) *genBuilder {
+	b.g.Restarts, b.g.Stop = restarts, &record.Stop{Message: why, ExitCode: 1}
+	return b
+}
+
 func (b *genBuilder) kv() kv { return kv{"generation", mustJSON(b.g)} }
 
 func addrOf(id string) string { return "10.0.0.1" + strings.TrimPrefix(id, "w") }
@@ -186,6 +191,18 @@ func TestReadBuildsTheSnapshotFromTheJobKeys(t *testing.T) {
 		keys: []kv{member("w2", 1, record.StateActive), member("w0", 2, record.StateActive), status("w2", 0, 0, 0)},
 		want: Snapshot{
 			Members: []Member{row("w2", -1, 1, record.StateWaiting, reported(0, 0, 0)), row("w0", -1, 2, record.StateWaiting)},
+		},
+	}, {
+		name: "a job that trainer crashes stopped says why, and counts its restarts",
+		keys: []kv{
+			member("w0", 1, record.StateActive),
+			generation(9).with("w0", 1).stopped(2, "worker w0 exits 1, and the job has no restart left (2 of --max-restarts 2 spent)").kv(),
+			{"crashes/w0", mustJSON(record.Crash{Generation: 8, ExitCode: 1, MaxRestarts: 2})},
+		},
+		want: Snapshot{
+			Generation: 9, Reason: "test", CommittedBy: "w0", WorldSize: 1, Master: "10.0.0.10:29509", Restarts: 2,
+			Stopped: "worker w0 exits 1, and the job has no restart left (2 of --max-restarts 2 spent)",
+			Members: []Member{row("w0", 0, 1, record.StateActive)},
 		},
 	}, {
 		name: "a job with no keys is empty",

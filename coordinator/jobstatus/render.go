@@ -52,6 +52,9 @@ func render(b *bytes.Buffer, s Snapshot, opts RenderOptions) {
 	if s.Reason != "" {
 		fmt.Fprintf(b, "reason: %s\n", s.Reason)
 	}
+	if s.Stopped != "" {
+		fmt.Fprintf(b, "stopped: %s\n", s.Stopped)
+	}
 	if len(s.Members) == 0 {
 		fmt.Fprintf(b, "no members registered under /ringside/%s/%s/\n", s.Namespace, s.Job)
 	} else {
@@ -75,10 +78,16 @@ func header(s Snapshot) string {
 		parts = append(parts, "no generation yet")
 	} else {
 		gen := fmt.Sprintf("generation %d", s.Generation)
-		if s.Paused {
+		switch {
+		case s.Stopped != "":
+			gen += " STOPPED"
+		case s.Paused:
 			gen += " PAUSED"
 		}
 		parts = append(parts, gen, fmt.Sprintf("world size %d", s.WorldSize))
+		if s.Restarts > 0 {
+			parts = append(parts, fmt.Sprintf("restarts %d", s.Restarts))
+		}
 	}
 	parts = append(parts, "leader "+orDash(s.Leader))
 	if s.Generation > 0 {

@@ -45,6 +45,17 @@ func TestRenderMatchesTheGoldenFiles(t *testing.T) {
 			Members: []Member{{ID: "w0", Addr: "fd00::1", Rank: 0, Slots: 2, State: record.StateActive, Step: 10, SamplesPerSec: 0, StepTimeP50S: 0, LastHeartbeatAgeS: age(12)}},
 		},
 	}, {
+		golden: "stopped",
+		s: Snapshot{
+			Job: "llama", Namespace: "default", Time: at, Generation: 9, Reason: "stop: trainer crashes", Restarts: 2,
+			Stopped:   "every worker exits 1 before its first step, 3 generations in a row: EOFError: Ran out of input, at train.py:31: snapshot = torch.load(path)",
+			WorldSize: 2, Master: "10.0.0.10:29509",
+			Members: []Member{
+				{ID: "w0", Addr: "10.0.0.10", Rank: 0, Slots: 1, State: record.StateActive},
+				{ID: "w1", Addr: "10.0.0.11", Rank: 1, Slots: 1, State: record.StateActive},
+			},
+		},
+	}, {
 		golden: "waiting",
 		s: Snapshot{
 			Job: "llama", Namespace: "default", Time: at,

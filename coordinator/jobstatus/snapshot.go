@@ -20,6 +20,12 @@ type Snapshot struct {
 	Generation int64  `json:"generation"`
 	Paused     bool   `json:"paused"`
 	Reason     string `json:"reason,omitempty"`
+	// Restarts counts the job's restarts after trainer crashes (restart
+	// mode), as its budget counts them.
+	Restarts int64 `json:"restarts,omitempty"`
+	// Stopped says why trainer crashes stopped the job, "" while they
+	// did not.
+	Stopped string `json:"stopped,omitempty"`
 	// Leader is the member that leads the job now (the first in the
 	// election), "" if none does.
 	Leader string `json:"leader,omitempty"`

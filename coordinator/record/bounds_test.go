@@ -112,6 +112,7 @@ func TestKindOf(t *testing.T) {
 		"/ringside/ns/job/suspects/a/b":    "vote",
 		"/ringside/ns/job/status/w0":       "status",
 		"/ringside/ns/job/evicted/w0":      "eviction",
+		"/ringside/ns/job/crashes/w0":      "crash",
 		"/ringside/ns/job/election/abc":    "other",
 		"/ringside/ns/job/members-like/w0": "other",
 	} {

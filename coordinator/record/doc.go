@@ -10,6 +10,7 @@
 //	election/...   the leader campaign (etcd's concurrency.Election)
 //	generation     the leader only, permanent: Generation (DecodeGeneration)
 //	status/<id>    each member, throttled, on its lease: Status (DecodeStatus)
+//	crashes/<id>   each member, its trainer's newest crash, on its lease: Crash (DecodeCrash)
 //
 // A decoder checks what the key space promises (a member's id matches its
 // key, a generation's ranks are contiguous), so a reader can report a

@@ -41,6 +41,7 @@ func FuzzDecodeMember(f *testing.F) {
 func FuzzDecodeGeneration(f *testing.F) {
 	f.Add([]byte(`{"number":3,"members":[{"id":"b","addr":"10.0.0.2","rank":0,"slots":2},{"id":"a","addr":"10.0.0.1","rank":2,"slots":1}],"world_size":3,"master_addr":"10.0.0.2","master_port":29503,"store_token":"00ff"}`))
 	f.Add([]byte(`{"number":1,"members":[],"world_size":0}`))
+	f.Add([]byte(`{"number":9,"members":[{"id":"a","addr":"10.0.0.1","rank":0,"slots":1,"instance":"x"}],"world_size":1,"master_addr":"10.0.0.1","master_port":29509,"restarts":2,"failed_starts":3,"stop":{"message":"every worker exits 1 before its first step","exit_code":1,"crashed":["a"]}}`))
 	f.Add([]byte(`{"number":2,"members":[{"id":"x","rank":0,"slots":4611686018427387904},{"id":"y","rank":4611686018427387904,"slots":4611686018427387904}],"world_size":-9223372036854775808}`))
 	f.Fuzz(func(t *testing.T, value []byte) {
 		g, err := DecodeGeneration(value)
@@ -99,6 +100,29 @@ func FuzzDecodeVote(f *testing.F) {
 		}
 		if target == "" || voter == "" || v.Lease == 0 || VoteKey(target, voter) != key {
 			t.Fatalf("DecodeVote(%q) = %q, %q, %+v", key, target, voter, v)
+		}
+	})
+}
+
+func FuzzDecodeCrash(f *testing.F) {
+	f.Add("/ringside/default/j/crashes/w0", []byte(`{"generation":4,"exit_code":1,"ran_s":0.8,"stderr":["Traceback (most recent call last):","  File \"/work/train.py\", line 31, in <module>","    snapshot = torch.load(path)","EOFError: Ran out of input"],"max_restarts":3,"crash_loop":3,"time":"2026-01-02T03:04:05Z"}`))
+	f.Add("crashes/w0", []byte(`{"generation":0,"exit_code":300,"signal":"kill","ran_s":-1}`))
+	f.Add("crashes/", []byte(`{"generation":1}`))
+	f.Fuzz(func(t *testing.T, key string, value []byte) {
+		id, c, err := DecodeCrash(key, value)
+		if err != nil {
+			return
+		}
+		if ValidateID(id) != nil || c.Validate() != nil || len(c.Stderr) > MaxCrashLines {
+			t.Fatalf("accepted crash %+v of %q", c, id)
+		}
+		_ = c.Cause()
+		b, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, again, err := DecodeCrash(key, b); err != nil || !cmp.Equal(c, again, cmpopts.EquateEmpty()) {
+			t.Fatalf("round trip: %+v -> %s -> %+v, %v", c, b, again, err)
 		}
 	})
 }

@@ -31,7 +31,7 @@ func (g *Generation) LogValue() slog.Value {
 	}
 	return slog.GroupValue(slog.Int64("number", g.Number), slog.Int("world_size", g.WorldSize),
 		slog.Int("members", len(g.Members)), slog.Bool("paused", g.Paused), slog.String("leader", g.Leader),
-		slog.String("reason", g.Reason))
+		slog.String("reason", g.Reason), slog.Int64("restarts", g.Restarts), slog.Bool("stopped", g.Stop != nil))
 }
 
 // String is the generation for people (and %v), without its store token.
@@ -77,8 +77,34 @@ type Generation struct {
 	// It is a secret: it never goes into logs, metrics or status output
 	// (LogValue leaves it out).
 	StoreToken string `json:"store_token,omitempty"`
+	// Restarts counts the job's restarts after trainer crashes so far, as
+	// torchrun counts its max_restarts: the generation a leader commits
+	// for a crash it counts carries one more than the one before, every
+	// other generation as many. Deaths, drains and joins do not count.
+	Restarts int64 `json:"restarts,omitempty"`
+	// FailedStarts counts the generations in a row, up to the one before
+	// this, that a trainer crash before its first step ended.
+	FailedStarts int64 `json:"failed_starts,omitempty"`
+	// Stop is set on the job's last generation: trainer crashes stopped
+	// the job. Its members are the previous generation's, and none of
+	// them trains in it; no generation follows while any of them is
+	// registered, so a job stays stopped until its pods are replaced.
+	Stop *Stop `json:"stop,omitempty"`
 
 	index map[string]int
+}
+
+// Stop says why trainer crashes stopped a job.
+type Stop struct {
+	// Message names the members, their exit and the cause, for people:
+	// "every worker exits 1 before its first step, 3 generations in a
+	// row: EOFError: Ran out of input, at train.py:31: ...".
+	Message string `json:"message"`
+	// ExitCode is the crashed trainer's exit code: every launcher exits
+	// with it.
+	ExitCode int `json:"exit_code"`
+	// Crashed are the members whose trainers' crashes the message is about.
+	Crashed []string `json:"crashed,omitempty"`
 }
 
 // RankedMember is a member's place in a generation.
@@ -221,6 +247,25 @@ func (g *Generation) Validate() error {
 	}
 	if _, err := hex.DecodeString(g.StoreToken); err != nil {
 		return errors.New("store token is not hex")
+	}
+	if g.Restarts < 0 || g.Restarts > MaxGeneration || g.FailedStarts < 0 || g.FailedStarts > MaxGeneration {
+		return fmt.Errorf("restarts %d or failed starts %d is out of range", g.Restarts, g.FailedStarts)
+	}
+	if s := g.Stop; s != nil {
+		if err := validText("stop message", s.Message, MaxTextLen); err != nil {
+			return err
+		}
+		if s.ExitCode < 0 || s.ExitCode > 255 {
+			return fmt.Errorf("stop exit code %d is not in 0-255", s.ExitCode)
+		}
+		if len(s.Crashed) > MaxMembers {
+			return fmt.Errorf("more than %d crashed members", MaxMembers)
+		}
+		for _, id := range s.Crashed {
+			if err := ValidateID(id); err != nil {
+				return fmt.Errorf("a crashed member's %w", err)
+			}
+		}
 	}
 	return nil
 }

@@ -23,6 +23,9 @@ const (
 	// key deleted without one lost its lease to time (see
 	// coordinator.Config.ExpiryGrace).
 	EvictedDir = "evicted/"
+	// CrashesDir holds crashes/<id>: a member's newest trainer crash in
+	// restart mode (Crash), on the member's lease.
+	CrashesDir = "crashes/"
 )
 
 // Prefix is the key prefix of job in namespace, ending in "/".
@@ -73,7 +76,7 @@ func idOf(key string) string {
 
 // KindOf names what a key (relative to the job's Prefix, or absolute)
 // holds, for the count of malformed values: member, generation, vote,
-// status, eviction, or other.
+// status, eviction, crash, or other.
 func KindOf(key string) string {
 	if i := indexJobKey(key); i >= 0 {
 		key = key[i:]
@@ -89,6 +92,8 @@ func KindOf(key string) string {
 		return "status"
 	case strings.HasPrefix(key, EvictedDir):
 		return "eviction"
+	case strings.HasPrefix(key, CrashesDir):
+		return "crash"
 	}
 	return "other"
 }

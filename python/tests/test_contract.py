@@ -100,7 +100,7 @@ class ContractTest(unittest.TestCase):
         with self.c.events() as stream:
             got = list(stream)
         self.assertEqual([e.type for e in got], [d["type"] for d in want])
-        self.assertEqual({e.type for e in got}, {"generation", "drain", "member_dead"})
+        self.assertEqual({e.type for e in got}, {"generation", "drain", "member_dead", "job_stopped"})
         for e, d in zip(got, want):
             with self.subTest(event=d["type"]):
                 self.assertEqual((e.time, e.member, e.reason, e.deadline),

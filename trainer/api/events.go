@@ -15,6 +15,12 @@ const (
 	// EventMemberDead: another member was declared dead (Event.Member);
 	// a generation without it follows.
 	EventMemberDead EventType = "member_dead"
+	// EventJobStopped: trainer crashes stopped the job, for good
+	// (record.Generation.Stop): Event.Reason says why, naming the members,
+	// their exit and its cause, and Event.ExitCode is the crashed
+	// trainer's code, which `ringside exec` exits with. It follows the
+	// generation that stopped the job, on every stream opened since too.
+	EventJobStopped EventType = "job_stopped"
 )
 
 // Event is one line of the trainer's event stream.
@@ -26,9 +32,12 @@ type Event struct {
 	// Member names the dead member of an EventMemberDead.
 	Member string `json:"member,omitempty"`
 	// Reason says why a drain started (SIGTERM, a node taint, a leave
-	// request) and Deadline when it will leave regardless.
+	// request) and Deadline when it will leave regardless; or why the job
+	// stopped.
 	Reason   string     `json:"reason,omitempty"`
 	Deadline *time.Time `json:"deadline,omitempty"`
+	// ExitCode is set for EventJobStopped.
+	ExitCode *int `json:"exit_code,omitempty"`
 }
 
 // The modes a trainer's event stream names (GET /v1/events?mode=M); a

@@ -104,7 +104,7 @@ func TestEventFixtureCoversEveryEventType(t *testing.T) {
 		}
 		types = append(types, e.Type)
 	}
-	for _, want := range []api.EventType{api.EventGeneration, api.EventDrain, api.EventMemberDead} {
+	for _, want := range []api.EventType{api.EventGeneration, api.EventDrain, api.EventMemberDead, api.EventJobStopped} {
 		if !slices.Contains(types, want) {
 			t.Errorf("events.ndjson has no %q event", want)
 		}

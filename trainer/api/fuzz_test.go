@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -34,6 +35,9 @@ func FuzzBodies(f *testing.F) {
 		`{"step":10,"samples":320,"step_time_s":0.21,"generation":3}`,
 		`{"peer":"w3","error":"connection reset"}`,
 		`{"error":"exit 1"}`,
+		`{"error":"local rank 0 exited with 1","generation":4,"exit_code":1,"ran_s":0.8,"stderr":["Traceback (most recent call last):","EOFError: Ran out of input"],"max_restarts":3,"crash_loop":3}`,
+		`{"exit_code":137,"signal":"SIGKILL","ran_s":1e308,"first_step":true,"max_restarts":-1}`,
+		`{"type":"job_stopped","time":"2026-01-02T03:04:05Z","reason":"every worker exits 1 before its first step","exit_code":1}`,
 		`{"type":"drain","time":"2026-01-02T03:04:05Z","reason":"SIGTERM","deadline":"2026-01-02T03:04:30Z"}`,
 		`{"type":"generation","time":"2026-01-02T03:04:05Z","generation":{"api_version":"v1","generation":7,"member":"w0","state":"active","rank":0,"ranks":[0,1],"world_size":4,"members":[{"id":"w0","addr":"10.0.0.10","rank":0,"slots":2}],"store_token":"00ff"}}`,
 		`{"step":-1,"step_time_s":1e309}`,
@@ -56,6 +60,11 @@ func FuzzBodies(f *testing.F) {
 			}
 			if hb, ok := v.(*api.Heartbeat); ok {
 				_ = hb.Validate()
+			}
+			if rr, ok := v.(*api.RestartReport); ok && rr.Validate() == nil {
+				if err := rr.Crash(1, time.Time{}).Validate(); err != nil {
+					t.Fatalf("report %q passed Validate, its crash record did not: %v", data, err)
+				}
 			}
 			b, err := json.Marshal(v)
 			if err != nil {

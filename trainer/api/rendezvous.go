@@ -49,7 +49,8 @@ func (r *Rendezvous) LogValue() slog.Value {
 }
 
 // NewRendezvous returns member self's view of g, with the node's NCCL
-// settings.
+// settings. In a generation that stopped the job (g.Stop) every member is
+// excluded.
 func NewRendezvous(g *record.Generation, self string, nccl map[string]string) *Rendezvous {
 	r := &Rendezvous{
 		APIVersion: APIVersion,
@@ -65,6 +66,9 @@ func NewRendezvous(g *record.Generation, self string, nccl map[string]string) *R
 		Members:    g.Members,
 		NCCL:       nccl,
 		Reason:     g.Reason,
+	}
+	if g.Stop != nil {
+		return r // the job stopped: nobody trains in it
 	}
 	for i, m := range g.Members {
 		if m.ID != self {

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
+
+	"github.com/ringside/ringside/coordinator/record"
 )
 
 // Heartbeat is a trainer's report after a step (POST /v1/heartbeat).
@@ -49,8 +52,80 @@ type FailureReport struct {
 	Error string `json:"error,omitempty"`
 }
 
-// RestartReport is restart mode's report that the trainer crashed and is
-// being restarted (POST /v1/restart; the body is optional).
+// RestartReport is restart mode's report that the trainer exited on its
+// own with a failure (POST /v1/restart), sent at once: the job's leader
+// decides whether the job restarts, whether the crash counts against its
+// restart budget, or whether the job stops. The body is optional, and
+// every field but Error too (an older client sends no more).
 type RestartReport struct {
 	Error string `json:"error,omitempty"`
+	// Generation is the generation the trainer ran in; 0: the sidecar's
+	// current one.
+	Generation int64 `json:"generation,omitempty"`
+	// ExitCode is the trainer's exit code, 128+N when signal N ended it,
+	// and Signal then the signal's name ("SIGKILL").
+	ExitCode *int   `json:"exit_code,omitempty"`
+	Signal   string `json:"signal,omitempty"`
+	// RanS is how long the trainer ran, in seconds.
+	RanS float64 `json:"ran_s,omitempty"`
+	// FirstStep: the trainer reached its first training step (exec: it
+	// ran longer than --first-step-time).
+	FirstStep bool `json:"first_step,omitempty"`
+	// Stderr holds the trainer's last lines on its standard error, oldest
+	// first (at most record.MaxCrashLines of record.MaxCrashLineLen bytes).
+	Stderr []string `json:"stderr,omitempty"`
+	// MaxRestarts is the job's restart budget and CrashLoop how many
+	// generations in a row of trainers failing before their first step
+	// stop the job (0: never), as exec was given them (--max-restarts,
+	// --crash-loop); absent: DefaultMaxRestarts and DefaultCrashLoop.
+	MaxRestarts *int `json:"max_restarts,omitempty"`
+	CrashLoop   *int `json:"crash_loop,omitempty"`
+}
+
+// The job's crash policy when a report does not name it: torchrun's
+// restarts as `ringside exec` counts them by default.
+const (
+	// DefaultMaxRestarts: three restarts after trainer crashes, then the
+	// job stops.
+	DefaultMaxRestarts = 3
+	// DefaultCrashLoop: three generations in a row whose trainers fail
+	// before their first step stop the job, whatever restarts are left:
+	// the same failure three times is no longer bad luck.
+	DefaultCrashLoop = 3
+)
+
+// Validate reports every problem with a restart report.
+func (r RestartReport) Validate() error {
+	var errs []error
+	if r.Generation < 0 {
+		errs = append(errs, fmt.Errorf("generation must not be negative, got %d", r.Generation))
+	}
+	if r.ExitCode != nil && *r.ExitCode < 1 {
+		errs = append(errs, fmt.Errorf("exit_code must be a failure's, 1-255, got %d", *r.ExitCode))
+	}
+	if err := r.Crash(1, time.Time{}).Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Crash is the record of the report for generation gen (the report's own
+// when it names one), at t. Error is cut to record.MaxTextLen: an older
+// client's text is taken whatever its length.
+func (r RestartReport) Crash(gen int64, t time.Time) record.Crash {
+	if r.Generation != 0 {
+		gen = r.Generation
+	}
+	c := record.Crash{Generation: gen, Signal: r.Signal, RanS: r.RanS, FirstStep: r.FirstStep, Stderr: r.Stderr,
+		Error: record.TrimText(r.Error, record.MaxTextLen), MaxRestarts: DefaultMaxRestarts, CrashLoop: DefaultCrashLoop, Time: t}
+	if r.ExitCode != nil {
+		c.ExitCode = *r.ExitCode
+	}
+	if r.MaxRestarts != nil {
+		c.MaxRestarts = *r.MaxRestarts
+	}
+	if r.CrashLoop != nil {
+		c.CrashLoop = *r.CrashLoop
+	}
+	return c
 }

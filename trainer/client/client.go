@@ -228,7 +228,15 @@ func responseError(resp *http.Response) error {
 }
 
 // Restart reports that the trainer crashed and is being restarted; the job
-// commits a new generation with the same members.
+// restarts every trainer, or stops (ReportCrash with only the error).
 func (c *Client) Restart(ctx context.Context, reason string) error {
-	return c.call(ctx, http.MethodPost, "/v1/restart", api.RestartReport{Error: reason}, nil)
+	return c.ReportCrash(ctx, api.RestartReport{Error: reason})
+}
+
+// ReportCrash reports that the trainer exited with a failure (restart
+// mode); the job's leader decides whether the job restarts every trainer,
+// whether the crash counts against its restart budget, or whether the job
+// stops (an api.EventJobStopped then follows on the event stream).
+func (c *Client) ReportCrash(ctx context.Context, r api.RestartReport) error {
+	return c.call(ctx, http.MethodPost, "/v1/restart", r, nil)
 }

@@ -25,9 +25,23 @@ type Config struct {
 	// StopTimeout is how long a stopped command gets after SIGTERM before
 	// SIGKILL.
 	StopTimeout time.Duration
-	// MaxRestarts bounds restarts after the command failed (restarts for
-	// a new generation are not counted); torchrun's --max-restarts.
+	// MaxRestarts is the job's restart budget, torchrun's --max-restarts:
+	// how many times the job restarts every trainer after trainer
+	// crashes, counted job-wide by its leader (a crash right after a
+	// peer's death or drain, or in a generation that the job changed
+	// meanwhile, is not counted; deaths and joins never are). Once it is
+	// spent, the next crash stops the job. exec hands it to the sidecar
+	// with every crash it reports: give every worker the same.
 	MaxRestarts int
+	// CrashLoop stops the job when this many generations in a row ended
+	// with a trainer failing before its first step, whatever restarts
+	// are left (0: never).
+	CrashLoop int
+	// FirstStepTime is how long a trainer takes at most to reach its
+	// first step, for CrashLoop: one that fails sooner after its start,
+	// and reported no step (heartbeat) to its sidecar, failed before its
+	// first step.
+	FirstStepTime time.Duration
 	// RunID is TORCHELASTIC_RUN_ID.
 	RunID string
 	// SidecarWait bounds the wait for a reachable sidecar at start (0:
@@ -36,9 +50,6 @@ type Config struct {
 	// StartTimeout bounds the wait for a warm process's imports (Preload)
 	// before a start goes on without it.
 	StartTimeout time.Duration
-	// CrashGrace is how long a failed command waits for a new generation
-	// (a peer that died) before its failure counts and is reported.
-	CrashGrace time.Duration
 	// Preload names Python modules to import ahead of time: while the
 	// command trains, a warm process per slot imports them, and the next
 	// restart runs the command in it. Only for `python [options] SCRIPT`
@@ -64,13 +75,16 @@ type Config struct {
 // DefaultConfig returns the defaults of `ringside exec`.
 func DefaultConfig() Config {
 	return Config{
-		Socket:       api.DefaultSocket,
-		SidecarWait:  client.DefaultWait,
-		StopTimeout:  10 * time.Second,
-		MaxRestarts:  3,
-		RunID:        "ringside",
-		StartTimeout: 60 * time.Second,
-		CrashGrace:   2 * time.Second,
+		Socket:      api.DefaultSocket,
+		SidecarWait: client.DefaultWait,
+		StopTimeout: 10 * time.Second,
+		MaxRestarts: api.DefaultMaxRestarts,
+		CrashLoop:   api.DefaultCrashLoop,
+		// A minute: a script that failed sooner was most often still
+		// importing, loading its checkpoint or forming its group.
+		FirstStepTime: time.Minute,
+		RunID:         "ringside",
+		StartTimeout:  60 * time.Second,
 		// 1 s: about what a trainer takes to die and its peers to re-form
 		// without it, so a restarted process finds the ring settled.
 		RestartBackoff:      time.Second,
@@ -105,9 +119,8 @@ type runner struct {
 	gen      *api.Rendezvous
 	draining bool
 	restarts int // TORCHELASTIC_RESTART_COUNT
-	failures int
 	// restartPending: a failure was reported; wait for the generation
-	// the job commits for it.
+	// the job commits for it (or its stop).
 	restartPending bool
 	spares         []*spare // warm processes by slot (Preload)
 }
@@ -171,6 +184,9 @@ func (r *runner) awaitActive(ctx context.Context) (code int, done bool) {
 				r.log.Error("sidecar event stream ended")
 				return 1, true
 			}
+			if code, stopped := r.jobStopped(e); stopped {
+				return code, true
+			}
 			switch e.Type {
 			case api.EventDrain:
 				r.draining = true
@@ -211,6 +227,10 @@ func (r *runner) supervise(ctx context.Context, g *group) (code int, next bool) 
 				r.log.Error("sidecar event stream ended; stopping the command")
 				return 1, false
 			}
+			if code, stopped := r.jobStopped(e); stopped {
+				g.stop(r.cfg.StopTimeout)
+				return code, false
+			}
 			if e.Type == api.EventDrain {
 				r.draining = true
 			}
@@ -239,27 +259,14 @@ func (r *runner) supervise(ctx context.Context, g *group) (code int, next bool) 
 				}
 				return g.firstFailure(), false
 			}
-			// A crash: stop the others and have the job re-form.
+			// A crash: tell the sidecar at once, then stop the others. The
+			// job's leader decides whether it counts (a peer that died under
+			// it makes it the peer's) and commits the next generation, or
+			// the job's stop.
+			err := r.reportCrash(ctx, g.procs[ex.slot], ex)
 			g.stop(r.cfg.StopTimeout)
-			if r.awaitNewGeneration(ctx, r.cfg.CrashGrace) {
-				r.log.Info("command failed as the job changed; restarting with the new generation",
-					"exit_code", ex.code, "generation", r.gen.Generation, "reason", r.gen.Reason)
-				if r.gen.State != record.StateActive && r.draining {
-					return 0, false
-				}
-				return 0, true
-			}
-			r.failures++
-			if r.failures > r.cfg.MaxRestarts {
-				r.log.Error("command failed; no restarts left", "exit_code", ex.code, "max_restarts", r.cfg.MaxRestarts)
-				return ex.code, false
-			}
-			r.log.Warn("command failed; restarting with the job", "exit_code", ex.code, "failures", r.failures)
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err := r.api.Restart(rctx, fmt.Sprintf("local rank %d exited with %d", ex.slot, ex.code))
-			cancel()
 			if err != nil {
-				r.log.Error("could not report the failure to the sidecar", "err", err)
+				r.log.Error("could not report the failure to the sidecar", "exit_code", ex.code, "err", err)
 				return ex.code, false
 			}
 			r.restartPending = true
@@ -276,32 +283,36 @@ func (r *runner) supervise(ctx context.Context, g *group) (code int, next bool) 
 	}
 }
 
-// awaitNewGeneration waits up to d for a generation newer than the
-// current one and makes it current. A command that fails right after a
-// peer died is most often that death surfacing in a collective; the
-// generation without the peer follows within about a second, and such a
-// failure is not the command's own.
-func (r *runner) awaitNewGeneration(ctx context.Context, d time.Duration) bool {
-	timeout := time.After(d)
-	for {
-		select {
-		case e, open := <-r.events:
-			if !open {
-				return false
-			}
-			if e.Type == api.EventDrain {
-				r.draining = true
-			}
-			if e.Type == api.EventGeneration && e.Generation.Generation > r.gen.Generation {
-				r.gen = e.Generation
-				return true
-			}
-		case <-timeout:
-			return false
-		case <-ctx.Done():
-			return false
-		}
+// reportCrash reports the crash of slot ex.slot's process p to the
+// sidecar.
+func (r *runner) reportCrash(ctx context.Context, p *Process, ex exit) error {
+	signal, ran, stderr := p.Ended()
+	code, maxRestarts, crashLoop := ex.code, r.cfg.MaxRestarts, r.cfg.CrashLoop
+	rr := api.RestartReport{
+		Error:      fmt.Sprintf("local rank %d exited with %d", ex.slot, ex.code),
+		Generation: r.gen.Generation, ExitCode: &code, Signal: signal,
+		RanS: ran.Seconds(), FirstStep: ran >= r.cfg.FirstStepTime, Stderr: stderr,
+		MaxRestarts: &maxRestarts, CrashLoop: &crashLoop,
 	}
+	r.log.Warn("command failed; reporting it to the job", "exit_code", ex.code, "local_rank", ex.slot,
+		"generation", r.gen.Generation, "ran", ran.Round(time.Millisecond))
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return r.api.ReportCrash(rctx, rr)
+}
+
+// jobStopped reports whether e says that trainer crashes stopped the
+// job, and the code to exit with then: the crashed trainer's.
+func (r *runner) jobStopped(e api.Event) (code int, stopped bool) {
+	if e.Type != api.EventJobStopped {
+		return 0, false
+	}
+	code = 1
+	if e.ExitCode != nil && *e.ExitCode != 0 {
+		code = *e.ExitCode
+	}
+	r.log.Error("the job stopped: "+e.Reason, "exit_code", code)
+	return code, true
 }
 
 func isTerminal(sig os.Signal) bool {

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Process is a started command in a process group of its own, so that a
@@ -16,25 +18,45 @@ import (
 // command and ends with it: Kill or Stop end the process and return once
 // that goroutine has.
 type Process struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once the command exited; code is set then
-	code int
+	cmd *exec.Cmd
+	// started is when it started, or took over a command (a warm process,
+	// see spare); set and read by its owner's goroutine.
+	started time.Time
+	stderr  *lineTail     // its stderr's last lines; nil without a stderr
+	done    chan struct{} // closed once the command exited; the fields below are set then
+	code    int
+	signal  string // the name of the signal that ended it, if one did
+	ended   time.Time
 }
 
+// stderrDrain bounds how long an exit waits for the process's stderr to
+// be read to its end once the process is gone: a child that outlives it
+// (a DataLoader worker of a killed trainer) and holds the pipe open does
+// not hold up the exit's report longer than this; the pipe closes then.
+const stderrDrain = 200 * time.Millisecond
+
 // StartProcess starts cmd as the leader of a new process group. cmd must
-// not be started yet; its SysProcAttr is kept except for Setpgid.
+// not be started yet; its SysProcAttr is kept except for Setpgid. What
+// the process writes on cmd.Stderr passes through unchanged (through a
+// pipe), and its last lines are kept for Stderr.
 func StartProcess(cmd *exec.Cmd) (*Process, error) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
+	p := &Process{cmd: cmd, done: make(chan struct{})}
+	if cmd.Stderr != nil {
+		p.stderr = &lineTail{out: cmd.Stderr}
+		cmd.Stderr, cmd.WaitDelay = p.stderr, stderrDrain
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &Process{cmd: cmd, done: make(chan struct{})}
+	p.started = time.Now()
 	go func() {
 		cmd.Wait() //nolint:errcheck // the exit status is read below; I/O copy errors are the writers'
-		p.code = exitCode(cmd.ProcessState)
+		p.code, p.signal = exitCode(cmd.ProcessState)
+		p.ended = time.Now()
 		close(p.done)
 	}()
 	return p, nil
@@ -51,6 +73,17 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 func (p *Process) ExitCode() int {
 	<-p.done
 	return p.code
+}
+
+// Ended waits for the process's end and says how it ended: the name of
+// the signal that ended it ("" when it exited), how long it ran, and the
+// last lines of its stderr (record.MaxCrashLines at most).
+func (p *Process) Ended() (signal string, ran time.Duration, stderr []string) {
+	<-p.done
+	if p.stderr != nil {
+		stderr = p.stderr.lines()
+	}
+	return p.signal, p.ended.Sub(p.started), stderr
 }
 
 // Signal sends sig to the process's group. Once the process has ended it
@@ -114,9 +147,11 @@ func (p *Process) Stop(grace time.Duration) {
 	}
 }
 
-func exitCode(ps *os.ProcessState) int {
+// exitCode returns ps's exit code, 128+N when signal N ended it, and that
+// signal's name.
+func exitCode(ps *os.ProcessState) (int, string) {
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
+		return 128 + int(ws.Signal()), unix.SignalName(ws.Signal())
 	}
-	return ps.ExitCode()
+	return ps.ExitCode(), ""
 }

@@ -105,6 +105,7 @@ func startSpare(cfg Config, interp, target []string, env []string) (*spare, erro
 		if _, err := stdin.Write(append(line, '\n')); err != nil {
 			return fmt.Errorf("warm process %d: %w", cmd.Process.Pid, err)
 		}
+		p.started = time.Now() // the command's run starts now, not the imports'
 		return nil
 	}
 	return s, nil
