@@ -6,7 +6,7 @@ BIN     := bin/ringside
 # Debian's python3-torch lives in the system Python, not in a pyenv one.
 PYTHON  ?= /usr/bin/python3
 
-.PHONY: device-check device-bin all build demo test test-prep prebuild vet bench chaos clean torch iptables podtools python-test fuzz fuzz-short generate helm promtool image demo-k8s
+.PHONY: device-check device-bin all build demo test vet bench chaos clean torch iptables podtools python-test fuzz fuzz-short generate helm promtool image demo-k8s
 
 all: build
 
@@ -20,20 +20,9 @@ demo: build
 	$(BIN) demo
 
 ## test: vet, the Python tests, then every package with the race detector
-## (each fuzz target's seed corpus runs as a test; `make fuzz-short` fuzzes).
-## The control plane and helm that some tests run build meanwhile (prebuild).
-test:
-	@$(MAKE) --no-print-directory -j2 -Oline test-prep prebuild
+## (each fuzz target's seed corpus runs as a test; `make fuzz-short` fuzzes)
+test: vet python-test iptables podtools
 	$(GO) test $(RACE) -count=1 -timeout $(TIMEOUT) ./...
-
-# One after the other: the package installs share apt's lock.
-test-prep:
-	@$(MAKE) --no-print-directory -j1 vet python-test iptables podtools
-
-## prebuild: the Kubernetes control plane and helm the tests run, into the
-## user's cache directory (cold: 10 minutes or more on 2 cores)
-prebuild:
-	$(GO) run ./internal/prebuild
 
 ## The fuzz targets, package:target: one for every decoder of outside input
 ## (values in etcd, API bodies and requests, gossip messages and key files,

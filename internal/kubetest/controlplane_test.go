@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 			cp.Stop()
 		}
 		if code == 0 {
-			if err := goleak.Find(); err != nil {
+			if err := goleak.Find(kubetest.LeakOptions...); err != nil {
 				fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
 				return 1
 			}

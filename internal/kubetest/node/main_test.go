@@ -74,7 +74,7 @@ func run(m *testing.M) int {
 		env.Stop(ctx)
 	}
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := goleak.Find(kubetest.LeakOptions...); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
 			return 1
 		}
