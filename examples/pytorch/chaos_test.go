@@ -156,18 +156,9 @@ func (c *chaos) leader() *localjob.Worker {
 // down.
 func TestLiveTrainingSurvivesChaos(t *testing.T) {
 	requireTorch(t)
-	dir, err := os.MkdirTemp("", "ringside-chaos-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { // RINGSIDE_KEEP_LOGS=1 keeps them after a pass too
-		if t.Failed() || os.Getenv("RINGSIDE_KEEP_LOGS") != "" {
-			t.Logf("sidecar and trainer logs kept in %s", dir)
-			return
-		}
-		os.RemoveAll(dir)
-	})
+	dir := logDir(t, "ringside-chaos-")
 	c := &chaos{t: t, lines: filepath.Join(dir, "lines")}
+	var err error
 	ctx := context.Background()
 	c.job, err = localjob.Start(ctx, localjob.Config{
 		Ringside: ringsideBin,
@@ -343,4 +334,23 @@ func readLines(t *testing.T, path string) []trainerLine {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// logDir makes a short temporary directory (unix socket paths are bounded)
+// for a test's sidecar and trainer logs: removed after a pass, kept after a
+// failure or with RINGSIDE_KEEP_LOGS set.
+func logDir(t *testing.T, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() || os.Getenv("RINGSIDE_KEEP_LOGS") != "" {
+			t.Logf("sidecar and trainer logs kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	return dir
 }

@@ -26,17 +26,7 @@ import (
 // process and exec itself live on.
 func TestTwoSlotMembersUnderLiveExec(t *testing.T) {
 	requireTorch(t)
-	dir, err := os.MkdirTemp("", "ringside-slots-") // short: unix socket paths are bounded
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() || os.Getenv("RINGSIDE_KEEP_LOGS") != "" {
-			t.Logf("sidecar and trainer logs kept in %s", dir)
-			return
-		}
-		os.RemoveAll(dir)
-	})
+	dir := logDir(t, "ringside-slots-")
 	ctx := context.Background()
 	job, err := localjob.Start(ctx, localjob.Config{
 		Ringside: ringsideBin,

@@ -2,7 +2,6 @@ package pytorch_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -41,17 +40,7 @@ func TestWorkersArrivingApartFormOneGenerationAtStart(t *testing.T) {
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			trainer := tc.trainer(t)
-			dir, err := os.MkdirTemp("", "ringside-start-") // short: unix socket paths are bounded
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				if t.Failed() || os.Getenv("RINGSIDE_KEEP_LOGS") != "" {
-					t.Logf("sidecar and trainer logs kept in %s", dir)
-					return
-				}
-				os.RemoveAll(dir)
-			})
+			dir := logDir(t, "ringside-start-")
 			ctx, cancel := context.WithTimeout(context.Background(), importBound+resumeBound)
 			defer cancel()
 			job, err := localjob.Start(ctx, localjob.Config{
