@@ -40,6 +40,13 @@ import (
 //     members, their exit and its cause; the stop of a crash loop waits
 //     a moment (crashLoopWait) for the other trainers of the generation,
 //     started together, to fail as well, so that it names them all.
+//
+// A trainer that finishes (its command exits 0, ReportFinished) makes the
+// job finishing, as torchrun's agents end one by one once their workers
+// succeed: the leader commits no generation after it while a member of it
+// is registered as the same process, so that members leaving as their
+// commands end restart nobody. A crash after a finish stops the job: the
+// finished ranks are not coming back to form another group.
 
 // ReportCrash stores c, the crash of this member's trainer, under
 // crashes/<id> on the member's lease, retrying until ctx ends.
@@ -54,6 +61,25 @@ func (m *Member) ReportCrash(ctx context.Context, c record.Crash) error {
 	key := m.job.cfg.Prefix() + record.CrashKey(m.id)
 	return retry(ctx, m.job.cfg.OnError, func(ctx context.Context) error {
 		_, err := m.job.client.Put(ctx, key, string(b), clientv3.WithLease(clientv3.LeaseID(m.lease.Load())))
+		return err
+	})
+}
+
+// ReportFinished stores c, the end of this member's trainer's command
+// with 0, under crashes/<id> without a lease: the job stays finishing
+// after this member's sidecar has gone.
+func (m *Member) ReportFinished(ctx context.Context, c record.Crash) error {
+	c.Finished = true
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("finish: %w", err)
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("encode finish: %w", err)
+	}
+	key := m.job.cfg.Prefix() + record.CrashKey(m.id)
+	return retry(ctx, m.job.cfg.OnError, func(ctx context.Context) error {
+		_, err := m.job.client.Put(ctx, key, string(b))
 		return err
 	})
 }
@@ -100,7 +126,7 @@ func (st *leaderState) crashed() (id string, c record.Crash, ok bool) {
 		return "", record.Crash{}, false
 	}
 	for mid, mc := range st.crashes {
-		if _, in := st.gen.Member(mid); !in || mc.Generation != st.gen.Number {
+		if _, in := st.gen.Member(mid); !in || mc.Generation != st.gen.Number || mc.Finished {
 			continue
 		}
 		if !ok || mc.Time.Before(c.Time) || (mc.Time.Equal(c.Time) && mid < id) {
@@ -235,6 +261,9 @@ func (c *committer) restartOrStop(ctx context.Context, id string, crash record.C
 	}
 	var stop *record.Stop
 	switch {
+	case len(st.finished()) > 0:
+		stop = &record.Stop{Crashed: []string{id}, Message: fmt.Sprintf("worker %s %s after %s finished%s",
+			id, crash.Exits(false), names(st.finished()), colon(crash.Cause()))}
 	case st.loopEnds(crash):
 		crashed := st.crashedAlike(crash)
 		who := "every worker " + crash.Exits(false) + " before its first step"
@@ -303,9 +332,23 @@ func (c Config) again(prev *record.Generation, floor int64) *record.Generation {
 	return next
 }
 
-// stopHolds reports whether a stopped job stays stopped: some member of
-// its last generation is still registered as the same process.
-func (st *leaderState) stopHolds() bool {
+// finished returns the members of the current generation whose trainers
+// finished in it, sorted.
+func (st *leaderState) finished() []string {
+	var ids []string
+	for id, c := range st.crashes {
+		if _, in := st.gen.Member(id); in && c.Finished && c.Generation == st.gen.Number {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// lastHolds reports whether a stopped or finishing job stays as it is:
+// some member of its last generation is still registered as the same
+// process.
+func (st *leaderState) lastHolds() bool {
 	for _, m := range st.gen.Members {
 		if info, ok := st.members[m.ID]; ok && info.Instance == m.Instance {
 			return true

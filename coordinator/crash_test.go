@@ -140,6 +140,27 @@ func TestASpentRestartBudgetStopsTheJobUntilItsPodsAreReplaced(t *testing.T) {
 	}
 }
 
+func TestAFinishingJobRestartsNobodyAsItsMembersLeave(t *testing.T) {
+	a, b, c, g := threeMembers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// b's command exited 0, and its pod goes.
+	if err := b.ReportFinished(ctx, record.Crash{Generation: g.Number, RanS: 60, Time: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// c's trainer then fails: nothing re-formed around b's leaving, and
+	// the job stops rather than restarting without its finished rank.
+	reportCrash(t, c, crashIn(g, func(c *record.Crash) { c.FirstStep = true }))
+	next := awaitNewer(t, "a", a.Generations(), g.Number, func(*record.Generation) bool { return true })
+	want := "worker c exits 1 after b finished: EOFError: Ran out of input, at train.py:31: snapshot = torch.load(path)"
+	if next.Number != g.Number+1 || next.Stop == nil || next.Stop.Message != want || !hasIDs("a", "b", "c")(next) {
+		t.Fatalf("after b finished and left and c crashed: %+v (stop %+v); want generation %d, the job's stop: %q", next, next.Stop, g.Number+1, want)
+	}
+}
+
 func TestFailuresBeforeTheFirstStepInARowStopTheJobNamingTheCause(t *testing.T) {
 	a, b, c, g := threeMembers(t)
 	loop := func(c *record.Crash) { c.MaxRestarts, c.CrashLoop = 10, 2 }

@@ -135,11 +135,12 @@ type leaderState struct {
 }
 
 // plan plans the generation that should follow the leader's. A stopped
-// job plans nothing while a member of its last generation is registered
-// as the same process, and afresh once every one was replaced.
+// or finishing job (crash.go) plans nothing while a member of its last
+// generation is registered as the same process, and afresh once every one
+// was replaced.
 func (st *leaderState) plan(cfg Config) (*record.Generation, delta) {
-	if st.gen != nil && st.gen.Stop != nil {
-		if st.stopHolds() {
+	if st.gen != nil && (st.gen.Stop != nil || len(st.finished()) > 0) {
+		if st.lastHolds() {
 			return nil, delta{}
 		}
 		return cfg.plan(nil, max(st.floor, st.gen.Number), st.planning())

@@ -46,6 +46,9 @@ type Agent struct {
 	drainCh    chan string
 	reloadKeys chan struct{} // capacity 1: read the gossip key file now
 	started    chan struct{}
+	// finished: the trainer's command exited 0 (restart mode, POST
+	// /v1/finish); a finishing job commits no generation to drain into.
+	finished atomic.Bool
 	// stopCtx ends when the agent shuts down (stop): the servers and
 	// the trainer's long polls end with it.
 	stopCtx context.Context
@@ -463,8 +466,12 @@ func (a *Agent) initialState() record.State {
 // awaitExclusion waits for a generation without this member: the current
 // one may already be (a pending or standby member that drains, or a job
 // that trainer crashes stopped, where nobody trains and no generation
-// follows).
+// follows), and a member whose trainer finished waits for none (its
+// finishing job commits none).
 func (a *Agent) awaitExclusion(ctx context.Context) {
+	if a.finished.Load() {
+		return
+	}
 	if g, _ := a.generation(); g != nil {
 		if _, in := g.Member(a.cfg.MemberID); !in || g.Stop != nil {
 			return

@@ -46,6 +46,7 @@ func (a *Agent) handler() http.Handler {
 	route("/v1/failure", http.MethodPost, a.trainerOnly(a.serveFailure))
 	route("/v1/leave", http.MethodPost, a.trainerOnly(a.serveLeave))
 	route("/v1/restart", http.MethodPost, a.trainerOnly(a.serveRestart))
+	route("/v1/finish", http.MethodPost, a.trainerOnly(a.serveFinish))
 	a.routeProbes(route, "/v1")
 	route("/metrics", http.MethodGet, a.metricsHandler().ServeHTTP)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -276,21 +277,9 @@ func (a *Agent) serveRestart(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	select {
-	case <-a.started: // the API serves before the join completes
-	case <-ctx.Done():
-		writeError(w, http.StatusServiceUnavailable, "restart not recorded: the sidecar has not joined the job yet")
+	gen, now, ok := a.exitGeneration(ctx, w, "restart", rr.Generation)
+	if !ok {
 		return
-	}
-	g, _ := a.generation()
-	if g == nil && rr.Generation == 0 {
-		writeError(w, http.StatusServiceUnavailable, "restart not recorded: the job has no generation yet")
-		return
-	}
-	now := time.Now()
-	var gen int64
-	if g != nil {
-		gen = g.Number
 	}
 	c := rr.Crash(gen, now)
 	c.FirstStep = c.FirstStep || a.steppedSince(now.Add(-time.Duration(c.RanS*float64(time.Second))))
@@ -302,6 +291,54 @@ func (a *Agent) serveRestart(w http.ResponseWriter, r *http.Request) {
 	a.log.Warn("trainer crashed; reported to the job's leader", "generation", c.Generation, "exit", c.Exits(false),
 		"first_step", c.FirstStep, "ran_s", c.RanS, "cause", c.Cause())
 	writeJSON(w, http.StatusAccepted, api.StatusBody{Status: api.StatusRestarting})
+}
+
+// serveFinish records that the trainer's command exited 0 (restart
+// mode): the job is finishing, and no generation follows while its
+// members' commands end (coordinator/crash.go).
+func (a *Agent) serveFinish(w http.ResponseWriter, r *http.Request) {
+	var fr api.FinishReport
+	if r.ContentLength != 0 && !decodeBody(w, r, &fr) {
+		return
+	}
+	if err := fr.Validate(); err != nil {
+		writeError(w, http.StatusBadRequest, "finish: "+err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	gen, now, ok := a.exitGeneration(ctx, w, "finish", fr.Generation)
+	if !ok {
+		return
+	}
+	if err := a.member.ReportFinished(ctx, fr.Finish(gen, now)); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "finish not recorded: "+err.Error())
+		return
+	}
+	a.finished.Store(true)
+	a.log.Info("trainer finished; the job is finishing, and no generation follows", "generation", gen, "ran_s", fr.RanS)
+	writeJSON(w, http.StatusAccepted, api.StatusBody{Status: api.StatusFinished})
+}
+
+// exitGeneration is the generation a trainer's exit report (what: restart
+// or finish) is about: reported (nonzero) or the current one, once the
+// sidecar has joined. It answers the request itself when there is none.
+func (a *Agent) exitGeneration(ctx context.Context, w http.ResponseWriter, what string, reported int64) (gen int64, now time.Time, ok bool) {
+	select {
+	case <-a.started: // the API serves before the join completes
+	case <-ctx.Done():
+		writeError(w, http.StatusServiceUnavailable, what+" not recorded: the sidecar has not joined the job yet")
+		return 0, time.Time{}, false
+	}
+	g, _ := a.generation()
+	if g == nil && reported == 0 {
+		writeError(w, http.StatusServiceUnavailable, what+" not recorded: the job has no generation yet")
+		return 0, time.Time{}, false
+	}
+	if g != nil {
+		gen = g.Number
+	}
+	return gen, time.Now(), true
 }
 
 func (a *Agent) serveReady(w http.ResponseWriter, _ *http.Request) {

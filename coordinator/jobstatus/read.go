@@ -43,6 +43,7 @@ type contents struct {
 	registered []record.MemberInfo // valid members/ values, in join order
 	malformed  map[string]bool     // ids whose members/ value is malformed
 	beats      map[string]record.Status
+	finished   map[string]int64 // generation each member's trainer finished in
 	leader     string
 	leaderRev  int64
 	warnings   []string
@@ -51,7 +52,7 @@ type contents struct {
 // parse sorts the job's keys by kind. Keys it does not know are ignored, so
 // an older reader keeps working when the key space grows.
 func parse(prefix string, kvs []*mvccpb.KeyValue) *contents {
-	c := &contents{malformed: map[string]bool{}, beats: map[string]record.Status{}}
+	c := &contents{malformed: map[string]bool{}, beats: map[string]record.Status{}, finished: map[string]int64{}}
 	for _, kv := range kvs {
 		key := string(kv.Key)
 		rel := strings.TrimPrefix(key, prefix)
@@ -61,6 +62,12 @@ func parse(prefix string, kvs []*mvccpb.KeyValue) *contents {
 			c.gen, err = record.DecodeGeneration(kv.Value)
 		case strings.HasPrefix(rel, record.MembersDir):
 			err = c.addMember(strings.TrimPrefix(rel, record.MembersDir), kv)
+		case strings.HasPrefix(rel, record.CrashesDir):
+			var id string
+			var cr record.Crash
+			if id, cr, err = record.DecodeCrash(rel, kv.Value); err == nil && cr.Finished {
+				c.finished[id] = cr.Generation
+			}
 		case strings.HasPrefix(rel, record.StatusDir):
 			err = c.addHeartbeat(strings.TrimPrefix(rel, record.StatusDir), kv.Value)
 		case strings.HasPrefix(rel, record.ElectionDir) && len(kv.Value) > 0:
@@ -121,6 +128,9 @@ func (c *contents) snapshot(now time.Time) Snapshot {
 			s.Master = net.JoinHostPort(g.MasterAddr, strconv.Itoa(g.MasterPort))
 		}
 		for _, rm := range g.Members {
+			if c.finished[rm.ID] == g.Number {
+				s.Finished = append(s.Finished, rm.ID)
+			}
 			placed[rm.ID] = true
 			m := Member{ID: rm.ID, Addr: rm.Addr, Rank: rm.Rank, Slots: rm.Slots, State: c.ringState(rm.ID, byID)}
 			s.Members = append(s.Members, c.withHeartbeat(m, now))

@@ -205,6 +205,19 @@ func TestReadBuildsTheSnapshotFromTheJobKeys(t *testing.T) {
 			Members: []Member{row("w0", 0, 1, record.StateActive)},
 		},
 	}, {
+		name: "a finishing job names the members whose trainers finished in its generation",
+		keys: []kv{
+			member("w0", 1, record.StateActive),
+			generation(9).with("w0", 1).with("w1", 1).with("w2", 1).kv(),
+			{"crashes/w1", mustJSON(record.Crash{Generation: 9, RanS: 60, Finished: true})},
+			{"crashes/w2", mustJSON(record.Crash{Generation: 8, RanS: 60, Finished: true})},
+		},
+		want: Snapshot{
+			Generation: 9, Reason: "test", CommittedBy: "w0", WorldSize: 3, Master: "10.0.0.10:29509",
+			Finished: []string{"w1"},
+			Members: []Member{row("w0", 0, 1, record.StateActive), row("w1", 1, 1, record.StateGone), row("w2", 2, 1, record.StateGone)},
+		},
+	}, {
 		name: "a job with no keys is empty",
 		want: Snapshot{Members: []Member{}},
 	}}

@@ -55,6 +55,9 @@ func render(b *bytes.Buffer, s Snapshot, opts RenderOptions) {
 	if s.Stopped != "" {
 		fmt.Fprintf(b, "stopped: %s\n", s.Stopped)
 	}
+	if len(s.Finished) > 0 {
+		fmt.Fprintf(b, "finished: %s\n", strings.Join(s.Finished, " "))
+	}
 	if len(s.Members) == 0 {
 		fmt.Fprintf(b, "no members registered under /ringside/%s/%s/\n", s.Namespace, s.Job)
 	} else {
@@ -81,6 +84,8 @@ func header(s Snapshot) string {
 		switch {
 		case s.Stopped != "":
 			gen += " STOPPED"
+		case len(s.Finished) > 0:
+			gen += " FINISHING"
 		case s.Paused:
 			gen += " PAUSED"
 		}

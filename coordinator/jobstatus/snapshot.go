@@ -26,6 +26,9 @@ type Snapshot struct {
 	// Stopped says why trainer crashes stopped the job, "" while they
 	// did not.
 	Stopped string `json:"stopped,omitempty"`
+	// Finished are the generation's members whose trainers finished in
+	// it (restart mode): the job is finishing, and no generation follows.
+	Finished []string `json:"finished,omitempty"`
 	// Leader is the member that leads the job now (the first in the
 	// election), "" if none does.
 	Leader string `json:"leader,omitempty"`

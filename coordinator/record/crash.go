@@ -12,11 +12,14 @@ import (
 )
 
 // Crash is a member's report that its trainer exited on its own in
-// restart mode, stored under crashes/<id> on the member's lease (a
-// member's newest crash replaces its previous one). The leader reads it
-// to decide whether the job restarts, and whether the crash counts
-// against the job's restart budget (a peer's death or drain just before
-// makes it the peer's), or stops the job.
+// restart mode, stored under crashes/<id> (a member's newest report
+// replaces its previous one). A failure is stored on the member's lease:
+// the leader reads it to decide whether the job restarts, and whether the
+// crash counts against the job's restart budget (a peer's death or drain
+// just before makes it the peer's), or stops the job. A success
+// (Finished) outlives the lease, as a completed pod goes away: the job is
+// finishing, and its generation no longer changes (see
+// coordinator/crash.go).
 type Crash struct {
 	// Generation is the generation the trainer ran in.
 	Generation int64 `json:"generation"`
@@ -42,6 +45,8 @@ type Crash struct {
 	CrashLoop   int `json:"crash_loop"`
 	// Time is when the sidecar recorded it.
 	Time time.Time `json:"time"`
+	// Finished: the command exited 0, the trainer's work is done.
+	Finished bool `json:"finished,omitempty"`
 }
 
 // Bounds of a Crash.
@@ -92,6 +97,9 @@ func (c Crash) Validate() error {
 	}
 	if c.ExitCode < 0 || c.ExitCode > 255 {
 		errs = append(errs, fmt.Errorf("exit code %d is not in 0-255", c.ExitCode))
+	}
+	if c.Finished && (c.ExitCode != 0 || c.Signal != "") {
+		errs = append(errs, fmt.Errorf("a finished trainer exits 0, not %d %s", c.ExitCode, c.Signal))
 	}
 	if c.Signal != "" && !signalName.MatchString(c.Signal) {
 		errs = append(errs, fmt.Errorf("signal %q is not a signal's name (SIGKILL)", c.Signal))

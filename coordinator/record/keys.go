@@ -23,8 +23,9 @@ const (
 	// key deleted without one lost its lease to time (see
 	// coordinator.Config.ExpiryGrace).
 	EvictedDir = "evicted/"
-	// CrashesDir holds crashes/<id>: a member's newest trainer crash in
-	// restart mode (Crash), on the member's lease.
+	// CrashesDir holds crashes/<id>: a member's newest trainer exit in
+	// restart mode (Crash): a failure on the member's lease, a finish
+	// without one.
 	CrashesDir = "crashes/"
 )
 

@@ -17,6 +17,7 @@ const (
 	StatusOK         = "ok"         // GET /v1/healthz
 	StatusReady      = "ready"      // GET /v1/readyz
 	StatusRestarting = "restarting" // POST /v1/restart
+	StatusFinished   = "finished"   // POST /v1/finish
 	// StatusDraining answers POST /v1/leave: the member's state from now on.
 	StatusDraining = string(record.StateDraining)
 	// StatusChecking prefixes the peer's id in the answer to POST

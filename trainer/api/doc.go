@@ -12,6 +12,7 @@
 //	POST /v1/failure                       FailureReport -> 202 StatusBody
 //	POST /v1/leave                         202 StatusBody
 //	POST /v1/restart                       RestartReport (optional) -> 202 StatusBody
+//	POST /v1/finish                        FinishReport (optional) -> 202 StatusBody
 //	GET  /v1/healthz, /v1/readyz           200 StatusBody
 //
 // Every endpoint but the health answers and the metrics serves only the

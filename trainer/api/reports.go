@@ -82,6 +82,32 @@ type RestartReport struct {
 	CrashLoop   *int `json:"crash_loop,omitempty"`
 }
 
+// FinishReport is restart mode's report that the trainer's command exited
+// 0 (POST /v1/finish): its work is done, and the job is finishing, so
+// that the members leaving as their commands end restart nobody. The
+// body is optional.
+type FinishReport struct {
+	// Generation is the generation the command ran in; 0: the sidecar's
+	// current one.
+	Generation int64 `json:"generation,omitempty"`
+	// RanS is how long the command ran, in seconds.
+	RanS float64 `json:"ran_s,omitempty"`
+}
+
+// Validate reports every problem with a finish report.
+func (r FinishReport) Validate() error {
+	return r.Finish(1, time.Time{}).Validate()
+}
+
+// Finish is the record of the report for generation gen (the report's
+// own when it names one), at t.
+func (r FinishReport) Finish(gen int64, t time.Time) record.Crash {
+	if r.Generation != 0 {
+		gen = r.Generation
+	}
+	return record.Crash{Generation: gen, RanS: r.RanS, Time: t, Finished: true}
+}
+
 // The job's crash policy when a report does not name it: torchrun's
 // restarts as `ringside exec` counts them by default.
 const (

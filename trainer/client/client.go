@@ -233,6 +233,13 @@ func (c *Client) Restart(ctx context.Context, reason string) error {
 	return c.ReportCrash(ctx, api.RestartReport{Error: reason})
 }
 
+// ReportFinished reports that the trainer's command exited 0 (restart
+// mode): the job finishes, and members leaving as their commands end
+// restart nobody.
+func (c *Client) ReportFinished(ctx context.Context, r api.FinishReport) error {
+	return c.call(ctx, http.MethodPost, "/v1/finish", r, nil)
+}
+
 // ReportCrash reports that the trainer exited with a failure (restart
 // mode); the job's leader decides whether the job restarts every trainer,
 // whether the crash counts against its restart budget, or whether the job

@@ -257,7 +257,11 @@ func (r *runner) supervise(ctx context.Context, g *group) (code int, next bool) 
 				if g.left > 0 {
 					continue
 				}
-				return g.firstFailure(), false
+				code := g.firstFailure()
+				if code == 0 && !terminating && !r.draining {
+					r.reportFinished(ctx, g)
+				}
+				return code, false
 			}
 			// A crash: tell the sidecar at once, then stop the others. The
 			// job's leader decides whether it counts (a peer that died under
@@ -299,6 +303,22 @@ func (r *runner) reportCrash(ctx context.Context, p *Process, ex exit) error {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	return r.api.ReportCrash(rctx, rr)
+}
+
+// reportFinished tells the sidecar that every process of g exited 0: the
+// job is finishing, so that this member leaving as exec exits restarts
+// nobody. A sidecar that cannot be told is logged: the others restart
+// into a generation without this member then, and load its last save.
+func (r *runner) reportFinished(ctx context.Context, g *group) {
+	_, ran, _ := g.procs[0].Ended()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := r.api.ReportFinished(rctx, api.FinishReport{Generation: r.gen.Generation, RanS: ran.Seconds()})
+	if err != nil {
+		r.log.Warn("could not tell the sidecar that the command finished", "err", err)
+		return
+	}
+	r.log.Info("command finished; the job is finishing", "generation", r.gen.Generation, "ran", ran.Round(time.Millisecond))
 }
 
 // jobStopped reports whether e says that trainer crashes stopped the

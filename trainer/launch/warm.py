@@ -12,30 +12,65 @@ import threading
 
 
 def guard_saves(torch):
-    """Holds a stop (SIGTERM, which kills Python at once) that arrives while
-    torch.save writes from the main thread until the save returns, then
-    lets it end the process as it would have: a restart's stop cannot tear
-    a checkpoint. exec's --stop-timeout bounds the wait (SIGKILL follows).
-    The handler is in place only during a save: elsewhere a SIGTERM kills
-    at once, even a process blocked in a collective."""
+    """Makes torch.save safe for a restart to stop: a save to a path
+    writes a temporary file in the same directory, fsyncs it and renames
+    it over the path, so a reader sees the previous file or the new one
+    whole, even after a SIGKILL; and a stop (SIGTERM, which kills Python at
+    once) that arrives while torch.save writes from the main thread is held
+    until the save returns, then ends the process as it would have.
+    exec's --stop-timeout bounds the wait (SIGKILL follows). The handler is
+    in place only during a save: elsewhere a SIGTERM kills at once, even a
+    process blocked in a collective."""
     save = torch.save
     held = []
 
     def hold(signum, frame):
         held.append(signum)
 
+    def atomic(obj, f, *args, **kwargs):
+        if not isinstance(f, (str, os.PathLike)):
+            return save(obj, f, *args, **kwargs)
+        path = os.fspath(f)
+        d, base = os.path.split(os.path.abspath(path))
+        tmp = os.path.join(d, ".%s.%d.tmp" % (base, os.getpid()))
+        try:
+            save(obj, tmp, *args, **kwargs)
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        try:
+            fd = os.open(d, os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        return None
+
     @functools.wraps(save)
-    def guarded(*args, **kwargs):
+    def guarded(obj, f, *args, **kwargs):
         if threading.current_thread() is not threading.main_thread():
-            return save(*args, **kwargs)
+            return atomic(obj, f, *args, **kwargs)
         try:
             previous = signal.signal(signal.SIGTERM, hold)
         except (ValueError, OSError):  # signals cannot be handled here
-            return save(*args, **kwargs)
+            return atomic(obj, f, *args, **kwargs)
         if previous is hold:  # a save inside a save
-            return save(*args, **kwargs)
+            return atomic(obj, f, *args, **kwargs)
         try:
-            return save(*args, **kwargs)
+            return atomic(obj, f, *args, **kwargs)
         finally:
             signal.signal(signal.SIGTERM, previous)
             if held:

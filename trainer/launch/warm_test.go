@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -99,7 +100,9 @@ func TestTakeSpareHandsOverOnlyAnImportedProcess(t *testing.T) {
 // A restart's stop is SIGTERM, which ends Python at once. In a warm
 // process (exec --preload torch) a SIGTERM that arrives while torch.save
 // writes is held until the save returns, then ends the process as it
-// would have; outside a save it still ends it at once.
+// would have; outside a save it still ends it at once. A SIGKILL during
+// the save (a pod killed whole) leaves the previous file whole: a save
+// to a path is written aside and renamed over it.
 func TestAStopDuringTorchSaveWaitsForTheSave(t *testing.T) {
 	python := "/usr/bin/python3" // Debian's python3-torch is the system Python's
 	if out, err := exec.Command(python, "-c", "import torch").CombinedOutput(); err != nil {
@@ -127,12 +130,19 @@ time.sleep(60)
 	}
 	for _, tt := range []struct {
 		name, signalAt string
+		sig            syscall.Signal
+		want           int // the "slow" value the file holds after
 	}{
-		{"during the save", "saving"},
-		{"after the save", "saved"},
+		{"during the save", "saving", syscall.SIGTERM, 7},
+		{"after the save", "saved", syscall.SIGTERM, 7},
+		{"killed during the save", "saving", syscall.SIGKILL, 6},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ckpt := filepath.Join(dir, tt.name+".pt")
+			prev := exec.Command(python, "-c", `import sys, torch; torch.save({"slow": 6, "b": torch.ones(100000)}, sys.argv[1])`, ckpt)
+			if out, err := prev.CombinedOutput(); err != nil {
+				t.Fatalf("the previous checkpoint: %v\n%s", err, out)
+			}
 			out, w := io.Pipe()
 			cfg := DefaultConfig()
 			cfg.Preload = []string{"torch"}
@@ -153,21 +163,22 @@ time.sleep(60)
 			for lines.Scan() && lines.Text() != tt.signalAt {
 			}
 			go io.Copy(io.Discard, out)
-			if err := s.p.SignalProcess(syscall.SIGTERM); err != nil {
+			if err := s.p.SignalProcess(tt.sig); err != nil {
 				t.Fatal(err)
 			}
 			select {
 			case <-s.p.Done():
 			case <-time.After(20 * time.Second):
-				t.Fatal("the process did not end within 20s of SIGTERM")
+				t.Fatalf("the process did not end within 20s of %v", tt.sig)
 			}
 			w.Close()
-			if code := s.p.ExitCode(); code != 128+int(syscall.SIGTERM) {
-				t.Fatalf("the process ended with exit code %d; want %d, the SIGTERM it was sent", code, 128+int(syscall.SIGTERM))
+			if code := s.p.ExitCode(); code != 128+int(tt.sig) {
+				t.Fatalf("the process ended with exit code %d; want %d, the %v it was sent", code, 128+int(tt.sig), tt.sig)
 			}
-			check := exec.Command(python, "-c", `import sys, torch; d = torch.load(sys.argv[1]); assert d["slow"] == 7 and d["b"].sum() == 100000`, ckpt)
+			check := exec.Command(python, "-c", `import sys, torch; d = torch.load(sys.argv[1]); assert d["slow"] == int(sys.argv[2]) and d["b"].sum() == 100000, d["slow"]`,
+				ckpt, strconv.Itoa(tt.want))
 			if out, err := check.CombinedOutput(); err != nil {
-				t.Fatalf("the checkpoint does not load whole: %v\n%s", err, out)
+				t.Fatalf("the checkpoint does not load whole, with slow=%d: %v\n%s", tt.want, err, out)
 			}
 		})
 	}
