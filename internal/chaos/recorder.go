@@ -158,6 +158,9 @@ func (r *recorder) readLines(ctx context.Context, lines <-chan localjob.Line) {
 	for {
 		select {
 		case l := <-lines:
+			if l.Text != "" {
+				continue // not a step line
+			}
 			r.mu.Lock()
 			if l.Event == "" {
 				r.h.Steps = append(r.h.Steps, Step{Worker: l.Worker, Step: l.Step, Generation: l.Generation, World: l.World, At: l.Time()})

@@ -50,9 +50,11 @@ type Config struct {
 // every job, as a deployment gives each job a key of its own.
 const gossipKeyFile = "gossip.key"
 
-// Line is a line a trainer printed (the ring trainer's JSON lines).
+// Line is a line a trainer printed: the ring trainer's JSON lines, or
+// Text, any other line (T is then when it was read).
 type Line struct {
 	Worker     string  `json:"-"`
+	Text       string  `json:"-"`
 	Event      string  `json:"event,omitempty"` // "ring" when a ring formed
 	Step       int64   `json:"step"`
 	Generation int64   `json:"generation"`
@@ -208,7 +210,6 @@ func (j *Job) spawn(name string, cmd *exec.Cmd, lines string) (*launch.Process, 
 	if err != nil {
 		return nil, err
 	}
-	defer logf.Close() // the child has its own copy once started
 	cmd.Stderr = logf
 	var stdout *os.File
 	if lines == "" {
@@ -223,11 +224,20 @@ func (j *Job) spawn(name string, cmd *exec.Cmd, lines string) (*launch.Process, 
 	}
 	p, err := launch.StartProcess(cmd)
 	if err != nil {
+		logf.Close()
 		if stdout != nil {
 			stdout.Close()
 		}
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
+	// The process's stderr passes through this process (its last lines
+	// are kept for its exit): the log stays open until it ended.
+	j.wg.Add(1)
+	go func() {
+		defer j.wg.Done()
+		<-p.Done()
+		logf.Close()
+	}()
 	if stdout != nil {
 		j.wg.Add(1)
 		go func() {
@@ -236,13 +246,14 @@ func (j *Job) spawn(name string, cmd *exec.Cmd, lines string) (*launch.Process, 
 			sc := bufio.NewScanner(stdout)
 			for sc.Scan() {
 				var l Line
-				if json.Unmarshal(sc.Bytes(), &l) == nil {
-					l.Worker = lines
-					select {
-					case j.lines <- l:
-					case <-j.closing:
-						return
-					}
+				if json.Unmarshal(sc.Bytes(), &l) != nil {
+					l = Line{Text: sc.Text(), T: float64(time.Now().UnixMicro()) / 1e6}
+				}
+				l.Worker = lines
+				select {
+				case j.lines <- l:
+				case <-j.closing:
+					return
 				}
 			}
 		}()

@@ -154,7 +154,7 @@ func (w *Tracker) follow(ctx context.Context, deadline time.Time, each func(Line
 			if err := w.record(l); err != nil {
 				return false, err
 			}
-			if each != nil && l.Event == "" {
+			if each != nil && l.Event == "" && l.Text == "" {
 				each(l)
 			}
 		case <-tick:
@@ -181,7 +181,7 @@ func (w *Tracker) catchUp() error {
 
 // record takes in one line; a step with a wrong sum is an error.
 func (w *Tracker) record(l Line) error {
-	if l.Event != "" {
+	if l.Event != "" || l.Text != "" {
 		return nil
 	}
 	if !l.SumOK {
