@@ -51,18 +51,7 @@ import (
 // ReportCrash stores c, the crash of this member's trainer, under
 // crashes/<id> on the member's lease, retrying until ctx ends.
 func (m *Member) ReportCrash(ctx context.Context, c record.Crash) error {
-	if err := c.Validate(); err != nil {
-		return fmt.Errorf("crash: %w", err)
-	}
-	b, err := json.Marshal(c)
-	if err != nil {
-		return fmt.Errorf("encode crash: %w", err)
-	}
-	key := m.job.cfg.Prefix() + record.CrashKey(m.id)
-	return retry(ctx, m.job.cfg.OnError, func(ctx context.Context) error {
-		_, err := m.job.client.Put(ctx, key, string(b), clientv3.WithLease(clientv3.LeaseID(m.lease.Load())))
-		return err
-	})
+	return m.reportExit(ctx, c, true)
 }
 
 // ReportFinished stores c, the end of this member's trainer's command
@@ -70,16 +59,24 @@ func (m *Member) ReportCrash(ctx context.Context, c record.Crash) error {
 // after this member's sidecar has gone.
 func (m *Member) ReportFinished(ctx context.Context, c record.Crash) error {
 	c.Finished = true
+	return m.reportExit(ctx, c, false)
+}
+
+func (m *Member) reportExit(ctx context.Context, c record.Crash, onLease bool) error {
 	if err := c.Validate(); err != nil {
-		return fmt.Errorf("finish: %w", err)
+		return fmt.Errorf("trainer exit: %w", err)
 	}
 	b, err := json.Marshal(c)
 	if err != nil {
-		return fmt.Errorf("encode finish: %w", err)
+		return fmt.Errorf("encode trainer exit: %w", err)
 	}
 	key := m.job.cfg.Prefix() + record.CrashKey(m.id)
 	return retry(ctx, m.job.cfg.OnError, func(ctx context.Context) error {
-		_, err := m.job.client.Put(ctx, key, string(b))
+		var opts []clientv3.OpOption
+		if onLease {
+			opts = append(opts, clientv3.WithLease(clientv3.LeaseID(m.lease.Load())))
+		}
+		_, err := m.job.client.Put(ctx, key, string(b), opts...)
 		return err
 	})
 }

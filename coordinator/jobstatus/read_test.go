@@ -215,7 +215,7 @@ func TestReadBuildsTheSnapshotFromTheJobKeys(t *testing.T) {
 		want: Snapshot{
 			Generation: 9, Reason: "test", CommittedBy: "w0", WorldSize: 3, Master: "10.0.0.10:29509",
 			Finished: []string{"w1"},
-			Members: []Member{row("w0", 0, 1, record.StateActive), row("w1", 1, 1, record.StateGone), row("w2", 2, 1, record.StateGone)},
+			Members:  []Member{row("w0", 0, 1, record.StateActive), row("w1", 1, 1, record.StateGone), row("w2", 2, 1, record.StateGone)},
 		},
 	}, {
 		name: "a job with no keys is empty",
