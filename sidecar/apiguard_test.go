@@ -36,7 +36,7 @@ const (
 // guarded are the requests only the pod's trainer may make: every one
 // changes the member's place in the job or reads the store token.
 var guarded = []string{
-	"POST /v1/leave", "POST /v1/restart", "POST /v1/failure", "POST /v1/heartbeat",
+	"POST /v1/leave", "POST /v1/restart", "POST /v1/finish", "POST /v1/failure", "POST /v1/heartbeat",
 	"GET /v1/rendezvous?timeout=0s", "GET /v1/events?observe=true", "GET /v1/events",
 }
 

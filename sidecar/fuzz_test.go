@@ -28,6 +28,7 @@ func FuzzTrainerAPI(f *testing.F) {
 		{"POST", "/v1/failure", `{"peer":"w3","error":"reset"}`},
 		{"POST", "/v1/failure", `{"peer":"w0"}`},
 		{"POST", "/v1/restart", `{"error":"exit 1"}`},
+		{"POST", "/v1/finish", `{"ran_s":60}`},
 		{"POST", "/v1/leave", ``},
 		{"GET", "/v1/readyz", ""},
 		{"DELETE", "/v1/nowhere", "x"},
