@@ -35,11 +35,14 @@ import (
 //     (Generation.Restarts, torchrun's max_restarts): the leader commits
 //     the same ring again, numbered anew, and every trainer restarts. Once
 //     the budget is spent, or once CrashLoop generations in a row ended
-//     with a trainer failing before its first step, it commits the job's
-//     stop instead (Generation.Stop), with a message that names the
-//     members, their exit and its cause; the stop of a crash loop waits
-//     a moment (crashLoopWait) for the other trainers of the generation,
-//     started together, to fail as well, so that it names them all.
+//     with a trainer failing before its first step and, in the last of
+//     them, every trainer failed so, it commits the job's stop instead
+//     (Generation.Stop), with a message that names the members, their
+//     exit and its cause. The last generation's crash waits a moment
+//     (crashLoopWait) for the other trainers, started together, to fail as
+//     well; when some do not, it is no loop (a trainer killed early time
+//     after time, one bad node): the job restarts and the count starts
+//     again, and the restart budget bounds it.
 //
 // A trainer that finishes (its command exits 0, ReportFinished) makes the
 // job finishing, as torchrun's agents end one by one once their workers
@@ -257,18 +260,21 @@ func (c *committer) restartOrStop(ctx context.Context, id string, crash record.C
 		failed = prev.FailedStarts + 1
 	}
 	var stop *record.Stop
+	loop, crashed := st.loopEnds(crash), st.crashedAlike(crash)
+	if loop && len(crashed) < len(prev.Members) {
+		// Some trainers did not fail so (attribute waited for them): no
+		// crash loop, and the count starts again. A worker whose trainer
+		// alone keeps failing spends the restart budget instead.
+		loop, failed = false, 0
+	}
 	switch {
 	case len(st.finished()) > 0:
 		stop = &record.Stop{Crashed: []string{id}, Message: fmt.Sprintf("worker %s %s after %s finished%s",
 			id, crash.Exits(false), names(st.finished()), colon(crash.Cause()))}
-	case st.loopEnds(crash):
-		crashed := st.crashedAlike(crash)
+	case loop:
 		who := "every worker " + crash.Exits(false) + " before its first step"
-		if len(crashed) < len(prev.Members) || len(crashed) == 1 {
+		if len(crashed) == 1 {
 			who = "worker " + names(crashed) + " " + crash.Exits(false) + " before its first step"
-			if len(crashed) > 1 {
-				who = "workers " + names(crashed) + " " + crash.Exits(true) + " before their first step"
-			}
 		}
 		if failed > 1 {
 			who += fmt.Sprintf(", %d generations in a row", failed)

@@ -181,6 +181,20 @@ func TestFailuresBeforeTheFirstStepInARowStopTheJobNamingTheCause(t *testing.T) 
 	}
 }
 
+func TestOneTrainerFailingEarlyTimeAfterTimeIsNoCrashLoop(t *testing.T) {
+	a, b, _, g := threeMembers(t)
+	loop := func(c *record.Crash) { c.MaxRestarts, c.CrashLoop, c.ExitCode, c.Signal = 10, 2, 137, "SIGKILL" }
+	reportCrash(t, b, crashIn(g, loop))
+	g = awaitNewer(t, "a", a.Generations(), g.Number, func(*record.Generation) bool { return true })
+	// The second, in a row: the others do not fail with it, so after the
+	// wait for them the job restarts, and the count starts again.
+	reportCrash(t, b, crashIn(g, loop))
+	g = awaitNewer(t, "a", a.Generations(), g.Number, func(*record.Generation) bool { return true })
+	if g.Stop != nil || g.Restarts != 2 || g.FailedStarts != 0 {
+		t.Fatalf("after b's second early crash alone: %+v (stop %+v), want restart 2 and the failed starts reset", g, g.Stop)
+	}
+}
+
 func TestACrashAfterTheFirstStepEndsTheCrashLoop(t *testing.T) {
 	a, b, _, g := threeMembers(t)
 	loop := func(c *record.Crash) { c.MaxRestarts, c.CrashLoop = 10, 2 }

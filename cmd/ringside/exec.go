@@ -46,7 +46,8 @@ failing in the same generation cost one restart, and deaths, drains and
 joins never count. The next crash once the budget is spent stops the job;
 so do --crash-loop generations in a row that end with CMD failing before
 its first step (within --first-step-time of its start, having reported no
-step to the sidecar). A stopped job is for good: every worker's exec exits
+step to the sidecar), every worker's CMD failing so in the last of them
+(one worker's CMD failing early time after time spends the budget). A stopped job is for good: every worker's exec exits
 with the failed CMD's code, and the sidecars say why (their log,
 /v1/events, ringside status, the ringside_coordinator_job_stopped metric),
 naming the workers, their exit and the last stderr line, as in "every

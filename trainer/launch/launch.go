@@ -34,8 +34,8 @@ type Config struct {
 	// with every crash it reports: give every worker the same.
 	MaxRestarts int
 	// CrashLoop stops the job when this many generations in a row ended
-	// with a trainer failing before its first step, whatever restarts
-	// are left (0: never).
+	// with a trainer failing before its first step, every trainer of the
+	// last of them failing so, whatever restarts are left (0: never).
 	CrashLoop int
 	// FirstStepTime is how long a trainer takes at most to reach its
 	// first step, for CrashLoop: one that fails sooner after its start,
