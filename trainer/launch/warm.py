@@ -80,6 +80,52 @@ def guard_saves(torch):
     torch.save = guarded
 
 
+def fast_store_connect():
+    """Makes a rank's first connection to the job's store (rank 0's
+    TCPStore at MASTER_ADDR:MASTER_PORT, in init_process_group) wait for
+    the store in small steps: torch's client sleeps a whole second after a
+    refused connection, and after a restart every rank starts at once, so
+    most ranks other than 0 used to reach the store just before it
+    listened and lose that second. Only the wait changes: the store and
+    its timeout are torch's."""
+    import importlib
+
+    try:  # the module: torch.distributed.rendezvous is also a function's name
+        rendezvous = importlib.import_module("torch.distributed.rendezvous")
+    except ImportError:
+        return
+    create = getattr(rendezvous, "_create_c10d_store", None)
+    if create is None:
+        return
+
+    @functools.wraps(create)
+    def wrapped(hostname, port, rank, world_size, timeout, *args, **kwargs):
+        if rank != 0:
+            await_listening(hostname, port, timeout.total_seconds())
+        return create(hostname, port, rank, world_size, timeout, *args, **kwargs)
+
+    rendezvous._create_c10d_store = wrapped
+
+
+def await_listening(host, port, timeout_s):
+    """Returns once host:port accepts a connection, or after timeout_s, or
+    at once on any other error (torch then reports it)."""
+    import socket
+    import time
+
+    deadline = time.monotonic() + min(timeout_s, 600)
+    while True:
+        try:
+            socket.create_connection((host, port), timeout=1).close()
+            return
+        except ConnectionRefusedError:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.005)
+        except OSError:
+            return
+
+
 def main():
     for name in filter(None, sys.argv[1].split(",")):
         try:
@@ -89,6 +135,7 @@ def main():
             return 3
     if "torch" in sys.modules:
         guard_saves(sys.modules["torch"])
+        fast_store_connect()
     try:
         os.write(3, b"1")  # ready: exec waits for it before joining
         os.close(3)

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -104,13 +106,7 @@ func TestTakeSpareHandsOverOnlyAnImportedProcess(t *testing.T) {
 // the save (a pod killed whole) leaves the previous file whole: a save
 // to a path is written aside and renamed over it.
 func TestAStopDuringTorchSaveWaitsForTheSave(t *testing.T) {
-	python := "/usr/bin/python3" // Debian's python3-torch is the system Python's
-	if out, err := exec.Command(python, "-c", "import torch").CombinedOutput(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true and %s cannot import torch: %v: %s", python, err, out)
-		}
-		t.Skipf("%s cannot import torch: %v", python, err)
-	}
+	python := torchPython(t)
 	dir := t.TempDir()
 	// The object's pickling announces the save and takes a second: the
 	// signal lands inside torch.save, with half the file written.
@@ -182,4 +178,84 @@ time.sleep(60)
 			}
 		})
 	}
+}
+
+// torchPython returns Debian's python3-torch interpreter (the system
+// Python's); it skips the test where torch is missing, and fails it in CI.
+func torchPython(t *testing.T) string {
+	t.Helper()
+	python := "/usr/bin/python3"
+	if out, err := exec.Command(python, "-c", "import torch").CombinedOutput(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and %s cannot import torch: %v: %s", python, err, out)
+		}
+		t.Skipf("%s cannot import torch: %v", python, err)
+	}
+	return python
+}
+
+// In a warm process a rank other than 0 that reaches the job's store
+// before rank 0's store listens waits for it in small steps, not torch's
+// one-second retry (`ringside bench recovery --mode restart --fault
+// trainer` shows the time), and then uses torch's own client.
+func TestARankWaitsForTheStoreInSmallSteps(t *testing.T) {
+	python := torchPython(t)
+	script := filepath.Join(t.TempDir(), "rank1.py")
+	err := os.WriteFile(script, []byte(`import datetime, importlib, sys, threading, time
+from torch.distributed import TCPStore
+rendezvous = importlib.import_module("torch.distributed.rendezvous")
+port, timeout = int(sys.argv[1]), datetime.timedelta(seconds=30)
+assert hasattr(rendezvous._create_c10d_store, "__wrapped__"), "the store's creation is not wrapped"
+def rank0():
+    time.sleep(0.5)  # rank 0 still loads its checkpoint
+    global master
+    master = TCPStore("127.0.0.1", port, 2, True, timeout, wait_for_workers=False)
+    master.set("from0", "hello")
+threading.Thread(target=rank0).start()
+t0 = time.monotonic()
+store = rendezvous._create_c10d_store("127.0.0.1", port, 1, 2, timeout)
+print("connected after %.3fs: %s" % (time.monotonic() - t0, store.get("from0").decode()), flush=True)
+`), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	out, w := io.Pipe()
+	cfg := DefaultConfig()
+	cfg.Preload = []string{"torch"}
+	cfg.Stdout, cfg.Stderr = w, os.Stderr
+	s, err := startSpare(cfg, []string{python}, []string{script, strconv.Itoa(port)}, os.Environ())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.p.Kill()
+	<-s.ready
+	if err := s.start(os.Environ()); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+		}
+	}()
+	select {
+	case <-s.p.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatal("the script did not end within 60s")
+	}
+	w.Close()
+	<-done
+	if code := s.p.ExitCode(); code != 0 || len(lines) != 1 || !strings.HasSuffix(lines[0], ": hello") {
+		t.Fatalf("the script exited %d printing %q; want 0 and the value rank 0 set", code, lines)
+	}
+	t.Log(lines[0])
 }
