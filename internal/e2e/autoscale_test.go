@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -457,6 +458,13 @@ func TestATargetWithoutAScaleSubresourceIsReported(t *testing.T) {
 // stop is called.
 func runController(ctx context.Context, t *testing.T, ns string) (stop func()) {
 	t.Helper()
+	return runControllerOn(ctx, t, ns, env.EtcdClient)
+}
+
+// runControllerOn runs the controller for namespace ns on etcd until the
+// returned stop is called.
+func runControllerOn(ctx context.Context, t *testing.T, ns string, etcd *clientv3.Client) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	cfg := autoscale.DefaultConfig()
 	cfg.Namespace, cfg.SyncPeriod, cfg.MetricsAddr = ns, time.Second, ""
@@ -464,7 +472,7 @@ func runController(ctx context.Context, t *testing.T, ns string) (stop func()) {
 	cfg.LeaderElection.Enabled = false
 	done := make(chan error, 1)
 	go func() {
-		done <- autoscale.Run(ctx, env.ControlPlane.Config, env.EtcdClient, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		done <- autoscale.Run(ctx, env.ControlPlane.Config, etcd, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	}()
 	return func() {
 		cancel()

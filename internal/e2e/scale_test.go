@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -126,5 +128,58 @@ func TestTheScaleSubresourceDrivesTheTarget(t *testing.T) {
 	// No pod of the target runs (none is placed): the job is resizing.
 	if phase != string(v1alpha1.PhaseResizing) {
 		t.Errorf("phase column %v, want %s", phase, v1alpha1.PhaseResizing)
+	}
+}
+
+// A controller that cannot reach etcd says so in the status (phase
+// EtcdUnreachable, ScalingActive False with the reason and the cause, a
+// Warning Event) and holds the target's size: the job trains on at it.
+func TestAnUnreachableEtcdIsShownInTheStatus(t *testing.T) {
+	requireEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const ns, job = "noetcd", "cutoff"
+	if err := env.Namespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	ss, err := env.Workers(ns, job, 2, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss.Spec.Template.Spec.NodeSelector = map[string]string{"ringside.dev/test": "nowhere"}
+	if _, err := env.Client.AppsV1().StatefulSets(ns).Create(ctx, ss, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// An address nothing listens on: port 1 of the loopback.
+	dead, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://127.0.0.1:1"}, DialTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	stop := runControllerOn(ctx, t, ns, dead)
+	defer stop()
+	if err := env.CreateScaler(ctx, elasticScaler(ns, job, 1, 4, 0.7)); err != nil {
+		t.Fatal(err)
+	}
+	var es *v1alpha1.ElasticScaler
+	if err := Poll(ctx, time.Minute, func() (bool, error) {
+		es, err = env.Scaler(ctx, ns, job)
+		return err == nil && es.Status.Phase == v1alpha1.PhaseEtcdUnreachable, err
+	}); err != nil {
+		t.Fatalf("phase %q, want %s: %v", es.Status.Phase, v1alpha1.PhaseEtcdUnreachable, err)
+	}
+	wantCondition(t, es, v1alpha1.ScalingActive, metav1.ConditionFalse, autoscale.ReasonFailedReadJob)
+	wantCondition(t, es, v1alpha1.AbleToScale, metav1.ConditionTrue, "")
+	if c := meta.FindStatusCondition(es.Status.Conditions, v1alpha1.ScalingActive); !strings.Contains(c.Message, "cannot read job noetcd/cutoff's status from etcd") {
+		t.Errorf("ScalingActive message %q, want it to name etcd and the job", c.Message)
+	}
+	if got, err := env.Client.AppsV1().StatefulSets(ns).Get(ctx, job, metav1.GetOptions{}); err != nil || *got.Spec.Replicas != 2 {
+		t.Fatalf("target replicas %v (%v), want held at 2", got.Spec.Replicas, err)
+	}
+	if err := Poll(ctx, 30*time.Second, func() (bool, error) {
+		list, err := env.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + job + ",reason=" + autoscale.ReasonFailedReadJob})
+		return err == nil && len(list.Items) > 0, err
+	}); err != nil {
+		t.Errorf("no %s Warning Event: %v", autoscale.ReasonFailedReadJob, err)
 	}
 }
