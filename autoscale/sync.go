@@ -33,6 +33,9 @@ const (
 	ReasonReadyForNewScale  = "ReadyForNewScale"
 	ReasonFailedReadJob     = "FailedReadJob"
 	ReasonFailedDecide      = "FailedDecide"
+	// ReasonFailedDisruptionBudget: spec.podDisruptionBudget asks for a
+	// budget the controller cannot create or update.
+	ReasonFailedDisruptionBudget = "FailedDisruptionBudget"
 	ReasonWithinRange       = "DesiredWithinRange"
 	// Events of a change of the target's size, as the HPA's.
 	ReasonSuccessfulRescale = "SuccessfulRescale"
@@ -105,6 +108,11 @@ func (s *scalerSync) run(ctx context.Context) error {
 	}
 	current := target.Spec.Replicas
 	es.Status.CurrentReplicas, es.Status.Selector = current, target.Status.Selector
+	if err := s.disruptionBudget(ctx, target.Status.Selector); err != nil {
+		msg := fmt.Sprintf("the controller cannot keep the PodDisruptionBudget of %s %s/%s: %v", ref.Kind, es.Namespace, ref.Name, err)
+		s.condition(v1alpha1.AbleToScale, metav1.ConditionFalse, ReasonFailedDisruptionBudget, msg, corev1.EventTypeWarning)
+		return errors.Join(errors.New(msg), s.writeStatus(ctx))
+	}
 	in := Input{Now: s.now, Spec: es.Spec, Current: current}
 	in.Pending, in.PendingFor, err = pendingPods(c.podInformer.GetIndexer(), es.Namespace, target.Status.Selector, s.now)
 	if err != nil {

@@ -104,6 +104,15 @@ type ElasticScalerSpec struct {
 	// +optional
 	PendingTimeoutSeconds int32 `json:"pendingTimeoutSeconds,omitempty"`
 
+	// PodDisruptionBudget, when true, has the controller keep a
+	// PodDisruptionBudget named as the ElasticScaler over the target's
+	// pods, with minAvailable MinReplicas, owned by the ElasticScaler (so
+	// deleted with it): a node drain or an eviction then takes workers
+	// only while the job keeps its minimum. Turning it off leaves the
+	// budget in place; delete it with `kubectl delete pdb`.
+	// +optional
+	PodDisruptionBudget bool `json:"podDisruptionBudget,omitempty"`
+
 	// Behavior configures scaling up and down as in a
 	// HorizontalPodAutoscaler: stabilization windows, policies and
 	// selectPolicy, with the HorizontalPodAutoscaler's defaults for
