@@ -3,10 +3,12 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/ringside/ringside/autoscale/v1alpha1"
 	"github.com/ringside/ringside/coordinator/record"
+	"github.com/ringside/ringside/sidecar/preempt"
 )
 
 // awaitDraining returns a channel closed when member id of the job is
@@ -127,4 +130,62 @@ func TestTheJobsDisruptionBudgetGuardsItsMinimumAndAnEvictionDrains(t *testing.T
 	}); err != nil {
 		t.Fatal("the budget outlived its ElasticScaler")
 	}
+}
+
+// A termination taint on a worker's Node (here Karpenter's, as a spot
+// interruption handler or the cluster autoscaler puts theirs) reaches that
+// worker's sidecar through its watch of its own Node, before any SIGTERM:
+// it drains, and no committed step is lost.
+func TestANodeTerminationTaintDrainsTheWorkersOnIt(t *testing.T) {
+	requireEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const ns, job = "taint", "gpt"
+	if err := env.Namespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	sts, err := env.Workers(ns, job, 2, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both workers on node-b, so the taint takes them together.
+	sts.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": "node-b"}
+	if _, err := env.Client.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w := &jobWatch{t: t, ns: ns, job: job}
+	waitSize(ctx, t, w, 2, 3*time.Minute)
+	// Both drain: the job pauses below its minimum, as a job whose node
+	// is taken away does until its workers are placed elsewhere.
+	drained := []<-chan struct{}{awaitDraining(ctx, t, ns, job, job+"-0"), awaitDraining(ctx, t, ns, job, job+"-1")}
+	nodes := env.Client.CoreV1().Nodes()
+	taint := func(add bool) error {
+		ctx := context.WithoutCancel(ctx) // also when the test's ends, to untaint
+		n, err := nodes.Get(ctx, "node-b", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(tn corev1.Taint) bool { return tn.Key == preempt.TaintKarpenterDisrupted })
+		if add {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: preempt.TaintKarpenterDisrupted, Effect: corev1.TaintEffectNoSchedule})
+		}
+		_, err = nodes.Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	}
+	t.Cleanup(func() {
+		if err := taint(false); err != nil {
+			t.Errorf("untaint node-b: %v", err)
+		}
+	})
+	if err := taint(true); err != nil {
+		t.Fatal(err)
+	}
+	for i, ch := range drained {
+		select {
+		case <-ch:
+		case <-time.After(time.Minute):
+			t.Fatalf("%s-%d on the tainted node never drained", job, i)
+		}
+	}
+	w.read(ctx) // the step never went back
 }
