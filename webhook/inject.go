@@ -122,6 +122,9 @@ type Config struct {
 	// a silent peer costs the collective's timeout (a killed one still
 	// fails the collective at once).
 	SocketReset bool
+	// PreemptionNoticeURL, when set, is the instance metadata URL whose
+	// answer starts the sidecar's drain (its --preemption-notice-url).
+	PreemptionNoticeURL string
 }
 
 // NonRootUID is the sidecar's uid without SocketReset: the image's.
@@ -430,6 +433,9 @@ func sidecar(s settings, cfg Config) corev1.Container {
 	}
 	if s.wrap {
 		args = append(args, "--install-to="+BinaryPath)
+	}
+	if cfg.PreemptionNoticeURL != "" {
+		args = append(args, "--preemption-notice-url="+cfg.PreemptionNoticeURL)
 	}
 	if s.uid != nil && *s.uid != 0 {
 		args = append(args, "--api-allow-uids="+strconv.FormatInt(*s.uid, 10))

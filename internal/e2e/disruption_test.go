@@ -3,7 +3,11 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -188,4 +192,63 @@ func TestANodeTerminationTaintDrainsTheWorkersOnIt(t *testing.T) {
 		}
 	}
 	w.read(ctx) // the step never went back
+}
+
+// A preemption notice from the instance metadata endpoint (as AWS's spot
+// instance-action answers once a reclaim is scheduled) reaches the sidecar
+// of the pod on that instance, which drains; the other worker's sidecar,
+// whose endpoint says nothing, stays.
+func TestAMetadataPreemptionNoticeDrainsTheWorker(t *testing.T) {
+	requireEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const ns, job = "notice", "t5"
+	if err := env.Namespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	var reclaimed atomic.Value // the pod IP whose instance is reclaimed
+	reclaimed.Store("")
+	ln, err := net.Listen("tcp", net.JoinHostPort(env.Network.HostIP(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		if host != reclaimed.Load().(string) {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprint(w, `{"action": "terminate", "time": "2026-12-05T12:00:00Z"}`)
+	}), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	sts, err := env.Workers(ns, job, 2, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	side := &sts.Spec.Template.Spec.InitContainers[0]
+	side.Args = append(side.Args, "--preemption-notice-url=http://"+ln.Addr().String()+"/latest/meta-data/spot/instance-action")
+	if _, err := env.Client.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w := &jobWatch{t: t, ns: ns, job: job}
+	waitSize(ctx, t, w, 2, 3*time.Minute)
+	pod, err := env.Client.CoreV1().Pods(ns).Get(ctx, job+"-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drained := awaitDraining(ctx, t, ns, job, job+"-1")
+	reclaimed.Store(pod.Status.PodIP)
+	select {
+	case <-drained:
+	case <-time.After(time.Minute):
+		t.Fatalf("%s-1 (%s) never drained on its instance's notice", job, pod.Status.PodIP)
+	}
+	if err := Poll(ctx, time.Minute, func() (bool, error) {
+		s := w.read(ctx)
+		return s.WorldSize == 1 && len(s.Members) > 0 && s.Members[0].ID == job+"-0", nil
+	}); err != nil {
+		t.Fatalf("the job did not go on with %s-0 alone: %v", job, err)
+	}
 }
