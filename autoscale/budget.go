@@ -2,7 +2,6 @@ package autoscale
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	policyv1 "k8s.io/api/policy/v1"
@@ -24,14 +23,18 @@ var pdbResource = schema.GroupVersionResource{Group: "policy", Version: "v1", Re
 // asks for: minAvailable minReplicas over the target's pods (selector, as
 // its scale reports it), owned by the ElasticScaler so that the garbage
 // collector deletes it with the scaler (no finalizer: nothing else needs
-// cleaning up). It writes only when the budget is missing or differs.
+// cleaning up). It writes only when the budget is missing or differs, and
+// waits while the target's scale reports no selector.
 func (s *scalerSync) disruptionBudget(ctx context.Context, selector string) error {
 	es := s.es
 	if !es.Spec.PodDisruptionBudget {
 		return nil
 	}
 	if selector == "" {
-		return errors.New("the target's scale reports no pod selector")
+		// Not yet: a custom resource's operator fills its scale's
+		// selector in once it runs pods (a PyTorchJob's does).
+		s.c.log.Debug("no PodDisruptionBudget yet: the target's scale reports no pod selector", "scaler", s.key)
+		return nil
 	}
 	sel, err := metav1.ParseToLabelSelector(selector)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,16 +57,7 @@ func TestTheJobsDisruptionBudgetGuardsItsMinimumAndAnEvictionDrains(t *testing.T
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const ns, job = "evict", "bert"
-	if err := env.Namespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	sts, err := env.Workers(ns, job, 2, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := env.Client.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	workersIn(ctx, t, ns, job, 2, true)
 	stop := runController(ctx, t, ns)
 	defer stop()
 	es := elasticScaler(ns, job, 2, 3, 0.7)
@@ -145,18 +137,10 @@ func TestANodeTerminationTaintDrainsTheWorkersOnIt(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const ns, job = "taint", "gpt"
-	if err := env.Namespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	sts, err := env.Workers(ns, job, 2, true)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Both workers on node-b, so the taint takes them together.
-	sts.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": "node-b"}
-	if _, err := env.Client.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	workersIn(ctx, t, ns, job, 2, true, func(s *appsv1.StatefulSet) {
+		s.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": "node-b"}
+	})
 	w := &jobWatch{t: t, ns: ns, job: job}
 	waitSize(ctx, t, w, 2, 3*time.Minute)
 	// Both drain: the job pauses below its minimum, as a job whose node
@@ -203,9 +187,6 @@ func TestAMetadataPreemptionNoticeDrainsTheWorker(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const ns, job = "notice", "t5"
-	if err := env.Namespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
 	var reclaimed atomic.Value // the pod IP whose instance is reclaimed
 	reclaimed.Store("")
 	ln, err := net.Listen("tcp", net.JoinHostPort(env.Network.HostIP(), "0"))
@@ -223,15 +204,10 @@ func TestAMetadataPreemptionNoticeDrainsTheWorker(t *testing.T) {
 	go srv.Serve(ln)
 	defer srv.Close()
 
-	sts, err := env.Workers(ns, job, 2, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	side := &sts.Spec.Template.Spec.InitContainers[0]
-	side.Args = append(side.Args, "--preemption-notice-url=http://"+ln.Addr().String()+"/latest/meta-data/spot/instance-action")
-	if _, err := env.Client.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	workersIn(ctx, t, ns, job, 2, true, func(s *appsv1.StatefulSet) {
+		side := &s.Spec.Template.Spec.InitContainers[0]
+		side.Args = append(side.Args, "--preemption-notice-url=http://"+ln.Addr().String()+"/latest/meta-data/spot/instance-action")
+	})
 	w := &jobWatch{t: t, ns: ns, job: job}
 	waitSize(ctx, t, w, 2, 3*time.Minute)
 	pod, err := env.Client.CoreV1().Pods(ns).Get(ctx, job+"-1", metav1.GetOptions{})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +20,31 @@ import (
 	"github.com/ringside/ringside/autoscale/v1alpha1"
 )
 
+// workersIn creates namespace ns and in it a StatefulSet of replicas
+// workers of job (injected when injected), changed by each of mutate.
+func workersIn(ctx context.Context, t *testing.T, ns, job string, replicas int32, injected bool, mutate ...func(*appsv1.StatefulSet)) {
+	t.Helper()
+	if err := env.Namespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	sts, err := env.Workers(ns, job, replicas, injected)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mutate {
+		m(sts)
+	}
+	if _, err := env.Client.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// unplaced gives the workers a node selector no node has: tests about
+// sizes need no training.
+func unplaced(s *appsv1.StatefulSet) {
+	s.Spec.Template.Spec.NodeSelector = map[string]string{"ringside.dev/test": "nowhere"}
+}
+
 // The ElasticScaler's scale subresource is what `kubectl scale es` and a
 // HorizontalPodAutoscaler use: reading it gives the target's replicas and
 // selector, writing it sets spec.replicas, which the controller applies to
@@ -28,18 +54,7 @@ func TestTheScaleSubresourceDrivesTheTarget(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const ns, job = "scalesub", "pinned"
-	if err := env.Namespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	ss, err := env.Workers(ns, job, 1, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Pods that no node takes: the test is about the sizes, not training.
-	ss.Spec.Template.Spec.NodeSelector = map[string]string{"ringside.dev/test": "nowhere"}
-	if _, err := env.Client.AppsV1().StatefulSets(ns).Create(ctx, ss, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	workersIn(ctx, t, ns, job, 1, false, unplaced)
 	stop := runController(ctx, t, ns)
 	defer stop()
 	if err := env.CreateScaler(ctx, elasticScaler(ns, job, 1, 4, 0.7)); err != nil {
@@ -139,17 +154,7 @@ func TestAnUnreachableEtcdIsShownInTheStatus(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const ns, job = "noetcd", "cutoff"
-	if err := env.Namespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	ss, err := env.Workers(ns, job, 2, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ss.Spec.Template.Spec.NodeSelector = map[string]string{"ringside.dev/test": "nowhere"}
-	if _, err := env.Client.AppsV1().StatefulSets(ns).Create(ctx, ss, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	workersIn(ctx, t, ns, job, 2, false, unplaced)
 	// An address nothing listens on: port 1 of the loopback.
 	dead, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://127.0.0.1:1"}, DialTimeout: time.Second})
 	if err != nil {
