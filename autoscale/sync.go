@@ -36,7 +36,7 @@ const (
 	// ReasonFailedDisruptionBudget: spec.podDisruptionBudget asks for a
 	// budget the controller cannot create or update.
 	ReasonFailedDisruptionBudget = "FailedDisruptionBudget"
-	ReasonWithinRange       = "DesiredWithinRange"
+	ReasonWithinRange            = "DesiredWithinRange"
 	// Events of a change of the target's size, as the HPA's.
 	ReasonSuccessfulRescale = "SuccessfulRescale"
 	ReasonFailedRescale     = "FailedRescale"

@@ -150,9 +150,9 @@ func DefaultConfig() Config {
 		DrainTaints:    preempt.DefaultTaints(),
 		// The notice is off (no file, no URL) until one is given.
 		PreemptionNotice: preempt.Notice{Interval: preempt.DefaultNoticeInterval},
-		NodeWatch:      true,
-		SysfsRoot:      "/sys",
-		Footprint:      footprint.DefaultConfig(),
+		NodeWatch:        true,
+		SysfsRoot:        "/sys",
+		Footprint:        footprint.DefaultConfig(),
 	}
 }
 

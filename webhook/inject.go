@@ -485,11 +485,11 @@ func sidecar(s settings, cfg Config) corev1.Container {
 		},
 		// The trainer starts once the sidecar serves; the pod is ready
 		// once its member is in a generation.
-		StartupProbe:   probe("/healthz", 1, 60),
-		ReadinessProbe: probe("/readyz", 2, 1),
-		LivenessProbe:  probe("/healthz", 10, 3),
-		Resources:      cfg.Resources,
-		VolumeMounts:   mounts,
+		StartupProbe:             probe("/healthz", 1, 60),
+		ReadinessProbe:           probe("/readyz", 2, 1),
+		LivenessProbe:            probe("/healthz", 10, 3),
+		Resources:                cfg.Resources,
+		VolumeMounts:             mounts,
 		SecurityContext:          sidecarSecurity(cfg.SocketReset),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
