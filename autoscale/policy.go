@@ -109,6 +109,9 @@ const StaleStatusAfter = 60 * time.Second
 // The result is always within [min, max] and a multiple of the unit.
 func Decide(in Input) Decision {
 	p := paramsOf(in.Spec)
+	if r := in.Spec.Replicas; r > 0 {
+		return pinned(in, p, p.normalize(r))
+	}
 	cur := p.normalize(in.Current)
 	if cur != in.Current {
 		return outOfRange(in, p, cur)
@@ -175,6 +178,22 @@ func outOfRange(in Input, p params, to int32) Decision {
 	}
 	return d
 }
+
+// pinned keeps the target at spec.replicas, when not 0 (brought into range): what
+// `kubectl scale` or a HorizontalPodAutoscaler asked for through the scale
+// subresource. The goodput policy and the behavior stand aside, as they
+// would for a workload whose replicas are set by hand.
+func pinned(in Input, p params, to int32) Decision {
+	d := Decision{Desired: to, Recommendation: to, Reason: ReasonSpecReplicas, Active: true}
+	d.Message = fmt.Sprintf("spec.replicas asks for %d replicas (kubectl scale or a HorizontalPodAutoscaler); the goodput policy decides again once it is 0", to)
+	if r := in.Spec.Replicas; r != to {
+		d.Message = fmt.Sprintf("spec.replicas asks for %d replicas, brought into [%d, %d] in units of %d: %d", r, p.min, p.max, p.unit, to)
+	}
+	return d
+}
+
+// ReasonSpecReplicas: the size is spec.replicas', not the policy's.
+const ReasonSpecReplicas = "SpecReplicas"
 
 // proposal is the policy's recommendation before the behavior bounds it.
 type proposal struct {

@@ -112,6 +112,9 @@ func validate(namespace string, s v1alpha1.ElasticScalerSpec) error {
 	case s.MinReplicas%s.Unit != 0 || s.MaxReplicas%s.Unit != 0:
 		errs = append(errs, fmt.Errorf("minReplicas (%d) and maxReplicas (%d) must be multiples of unit (%d)", s.MinReplicas, s.MaxReplicas, s.Unit))
 	}
+	if r := s.Replicas; r != 0 && s.Unit >= 1 && (r < s.MinReplicas || r > s.MaxReplicas || r%s.Unit != 0) {
+		errs = append(errs, fmt.Errorf("replicas (%d) must be 0 (the policy decides) or within minReplicas (%d) and maxReplicas (%d) and a multiple of unit (%d)", r, s.MinReplicas, s.MaxReplicas, s.Unit))
+	}
 	if !(s.TargetEfficiency > 0 && s.TargetEfficiency <= 1) {
 		errs = append(errs, fmt.Errorf("targetEfficiency must be in (0, 1], got %v", s.TargetEfficiency))
 	}

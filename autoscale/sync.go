@@ -33,7 +33,10 @@ const (
 	ReasonReadyForNewScale  = "ReadyForNewScale"
 	ReasonFailedReadJob     = "FailedReadJob"
 	ReasonFailedDecide      = "FailedDecide"
-	ReasonWithinRange       = "DesiredWithinRange"
+	// ReasonFailedDisruptionBudget: spec.podDisruptionBudget asks for a
+	// budget the controller cannot create or update.
+	ReasonFailedDisruptionBudget = "FailedDisruptionBudget"
+	ReasonWithinRange            = "DesiredWithinRange"
 	// Events of a change of the target's size, as the HPA's.
 	ReasonSuccessfulRescale = "SuccessfulRescale"
 	ReasonFailedRescale     = "FailedRescale"
@@ -90,6 +93,8 @@ type scalerSync struct {
 	orig     v1alpha1.ElasticScalerStatus
 	statusOK bool
 	now      time.Time
+	// workers is the job's capacity as this sync read it, for the phase.
+	workers int32
 }
 
 func (s *scalerSync) run(ctx context.Context) error {
@@ -102,7 +107,12 @@ func (s *scalerSync) run(ctx context.Context) error {
 		return errors.Join(fmt.Errorf("get the scale of %s %s/%s: %w", ref.Kind, es.Namespace, ref.Name, err), s.writeStatus(ctx))
 	}
 	current := target.Spec.Replicas
-	es.Status.CurrentReplicas = current
+	es.Status.CurrentReplicas, es.Status.Selector = current, target.Status.Selector
+	if err := s.disruptionBudget(ctx, target.Status.Selector); err != nil {
+		msg := fmt.Sprintf("the controller cannot keep the PodDisruptionBudget of %s %s/%s: %v", ref.Kind, es.Namespace, ref.Name, err)
+		s.condition(v1alpha1.AbleToScale, metav1.ConditionFalse, ReasonFailedDisruptionBudget, msg, corev1.EventTypeWarning)
+		return errors.Join(errors.New(msg), s.writeStatus(ctx))
+	}
 	in := Input{Now: s.now, Spec: es.Spec, Current: current}
 	in.Pending, in.PendingFor, err = pendingPods(c.podInformer.GetIndexer(), es.Namespace, target.Status.Selector, s.now)
 	if err != nil {
@@ -111,17 +121,19 @@ func (s *scalerSync) run(ctx context.Context) error {
 
 	snap, err := c.readJob(ctx, es)
 	if err != nil {
-		msg := fmt.Sprintf("the controller cannot read job %s's status from etcd: %v", s.jobName(), err)
+		msg := fmt.Sprintf("the controller cannot read job %s's status from etcd (%v): the target's size is held, and training goes on at it", s.jobName(), err)
 		s.condition(v1alpha1.AbleToScale, metav1.ConditionTrue, ReasonReadyForNewScale, "the controller can get and update the target's scale", "")
 		s.condition(v1alpha1.ScalingActive, metav1.ConditionFalse, ReasonFailedReadJob, msg, corev1.EventTypeWarning)
 		return errors.Join(fmt.Errorf("read job %s: %w", s.jobName(), err), s.writeStatus(ctx))
 	}
 	s.jobStopped(snap)
+	es.Status.WorldSize, es.Status.JobGeneration = int32(min(snap.WorldSize, math.MaxInt32)), snap.Generation
 	js := readJobState(snap, c.cfg.MeasureMaxAge)
 	if js.Measurement != nil && c.history.generationAge(s.key, snap.Generation, s.now) < c.cfg.MeasureSettle {
 		js.Measurement = nil // the re-form is still in the rates
 	}
 	in.Workers, in.Draining, in.HaveStatus, in.StatusAge = js.Workers, js.Draining, js.HaveStatus, js.StatusAge
+	s.workers = js.Workers
 	in.Recommendations, in.Changes = c.history.get(s.key, s.now)
 	d, err := s.decide(in, js.Measurement)
 	if err != nil {
@@ -226,10 +238,15 @@ func (s *scalerSync) measured(in Input) {
 	ns, name := s.es.Namespace, s.es.Name
 	h, ok := currentThroughput(in)
 	if !ok {
+		s.es.Status.Goodput = nil
 		s.c.metrics.throughput.DeleteLabelValues(ns, name)
 		s.c.metrics.goodput.DeleteLabelValues(ns, name)
 		return
 	}
+	// Rounded to a hundredth: a goodput that moves in its last digits
+	// would otherwise rewrite the status at every sync.
+	g := math.Round(h.Goodput*100) / 100
+	s.es.Status.Goodput = &g
 	s.c.metrics.throughput.WithLabelValues(ns, name).Set(h.SamplesPerSecond)
 	s.c.metrics.goodput.WithLabelValues(ns, name).Set(h.Goodput)
 }
@@ -286,6 +303,7 @@ func (s *scalerSync) condition(typ string, status metav1.ConditionStatus, reason
 func (s *scalerSync) writeStatus(ctx context.Context) error {
 	es := s.es
 	es.Status.ObservedGeneration = es.Generation
+	es.Status.Phase = phaseOf(es.Status, s.workers)
 	if s.statusOK && equality.Semantic.DeepEqual(s.orig, es.Status) {
 		return nil
 	}

@@ -242,6 +242,11 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 	if cfg.NodeWatch && cfg.Node != "" {
 		a.watchNode(runCtx)
 	}
+	a.wg.Go(func() {
+		// Validated with the config: the watch returns only at a notice
+		// or when the agent stops.
+		_ = preempt.WatchNotice(runCtx, cfg.PreemptionNotice, a.requestDrain)
+	})
 	return nil
 }
 

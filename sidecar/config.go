@@ -100,6 +100,9 @@ type Config struct {
 	// the Node watch on (it needs in-cluster credentials).
 	DrainTaints []string
 	NodeWatch   bool
+	// PreemptionNotice is a file or a metadata endpoint whose notice
+	// starts a drain, as a termination taint does (none by default).
+	PreemptionNotice preempt.Notice
 	// SysfsRoot is where netopt reads the node's topology.
 	SysfsRoot string
 	// AwaitTrainer joins the member pending: it enters the ring once its
@@ -145,9 +148,11 @@ func DefaultConfig() Config {
 		StatusInterval: time.Second,
 		TrainerTimeout: 10 * time.Second,
 		DrainTaints:    preempt.DefaultTaints(),
-		NodeWatch:      true,
-		SysfsRoot:      "/sys",
-		Footprint:      footprint.DefaultConfig(),
+		// The notice is off (no file, no URL) until one is given.
+		PreemptionNotice: preempt.Notice{Interval: preempt.DefaultNoticeInterval},
+		NodeWatch:        true,
+		SysfsRoot:        "/sys",
+		Footprint:        footprint.DefaultConfig(),
 	}
 }
 
@@ -206,6 +211,9 @@ func (c Config) Validate() error {
 		bad("TrainerStartGrace", "trainer start grace", "must not be negative, got %s", c.TrainerStartGrace)
 	}
 	if err := c.Footprint.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.PreemptionNotice.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

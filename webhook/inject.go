@@ -47,6 +47,11 @@ const (
 	// reads it from the pod because it has no access to the API server to
 	// read the owner's replicas: set it in the workload's pod template.
 	ReplicasAnnotation = "ringside.dev/replicas"
+	// RDMAAnnotation "true" says the trainer uses RDMA (InfiniBand or
+	// RoCE, as netopt sets NCCL up for): the trainer container gets
+	// IPC_LOCK, the one capability RDMA needs (registering memory with
+	// the NIC pins it, past the default locked-memory limit).
+	RDMAAnnotation = "ringside.dev/rdma"
 	// InjectedAnnotation marks an injected pod with the injector's
 	// version: a pod that has it is never injected again.
 	InjectedAnnotation = "ringside.dev/injected"
@@ -109,7 +114,21 @@ type Config struct {
 	Resources corev1.ResourceRequirements
 	// Version is written into InjectedAnnotation.
 	Version string
+	// SocketReset gives the sidecar NET_ADMIN to destroy the trainer's
+	// sockets to a dead peer, so a collective blocked on a silent peer
+	// fails at once instead of at its timeout. A pod cannot grant a
+	// non-root process an effective capability, so the sidecar then runs
+	// as uid 0; without it, it runs as NonRootUID with no capability, and
+	// a silent peer costs the collective's timeout (a killed one still
+	// fails the collective at once).
+	SocketReset bool
+	// PreemptionNoticeURL, when set, is the instance metadata URL whose
+	// answer starts the sidecar's drain (its --preemption-notice-url).
+	PreemptionNoticeURL string
 }
+
+// NonRootUID is the sidecar's uid without SocketReset: the image's.
+const NonRootUID = 65532
 
 // DefaultConfig is the webhook's default settings for image.
 func DefaultConfig(image string) Config {
@@ -124,7 +143,8 @@ func DefaultConfig(image string) Config {
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
 		},
-		Version: "v1",
+		Version:     "v1",
+		SocketReset: true,
 	}
 }
 
@@ -204,6 +224,9 @@ func Inject(pod *corev1.Pod, namespace string, cfg Config) (*corev1.Pod, Skipped
 		trainer.Env = append(trainer.Env, corev1.EnvVar{Name: "RINGSIDE_SLOTS", Value: strconv.Itoa(s.slots)})
 	}
 	trainer.VolumeMounts = append(trainer.VolumeMounts, corev1.VolumeMount{Name: RunVolume, MountPath: RunDir})
+	if s.rdma {
+		addCapability(trainer, "IPC_LOCK")
+	}
 	if s.wrap {
 		launch := []string{BinaryPath, "exec", "--socket", SocketPath}
 		if s.mode == ModeLive {
@@ -227,6 +250,7 @@ type settings struct {
 	replicas       int  // 0: not given
 	trainer        int  // index in Containers
 	wrap           bool // the trainer's command runs under ringside exec
+	rdma           bool // the trainer gets IPC_LOCK
 	uid            *int64
 }
 
@@ -275,6 +299,13 @@ func settingsOf(pod *corev1.Pod, job, namespace string) (settings, error) {
 			errs = append(errs, fmt.Errorf("annotation %s is %q: want the worker pods the job starts with, a whole number from 1 to %d", ReplicasAnnotation, v, maxReplicas))
 		}
 		s.replicas = n
+	}
+	if v, ok := pod.Annotations[RDMAAnnotation]; ok {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("annotation %s is %q: want true or false", RDMAAnnotation, v))
+		}
+		s.rdma = on
 	}
 	s.wrap = s.mode == ModeRestart || (s.mode == ModeLive && s.slots > 1)
 	if s.wrap && len(trainer.Command) == 0 {
@@ -403,6 +434,9 @@ func sidecar(s settings, cfg Config) corev1.Container {
 	if s.wrap {
 		args = append(args, "--install-to="+BinaryPath)
 	}
+	if cfg.PreemptionNoticeURL != "" {
+		args = append(args, "--preemption-notice-url="+cfg.PreemptionNoticeURL)
+	}
 	if s.uid != nil && *s.uid != 0 {
 		args = append(args, "--api-allow-uids="+strconv.FormatInt(*s.uid, 10))
 	}
@@ -451,24 +485,47 @@ func sidecar(s settings, cfg Config) corev1.Container {
 		},
 		// The trainer starts once the sidecar serves; the pod is ready
 		// once its member is in a generation.
-		StartupProbe:   probe("/healthz", 1, 60),
-		ReadinessProbe: probe("/readyz", 2, 1),
-		LivenessProbe:  probe("/healthz", 10, 3),
-		Resources:      cfg.Resources,
-		VolumeMounts:   mounts,
-		// NET_ADMIN destroys the trainer's sockets to a dead peer, which
-		// is all the sidecar needs of the node. A non-root process would
-		// hold it only as an ambient capability, which pods cannot grant,
-		// so the sidecar runs as uid 0 with that one capability and no
-		// way to gain more.
-		SecurityContext: &corev1.SecurityContext{
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_ADMIN"}},
-			RunAsUser:                ptr.To[int64](0),
-			RunAsNonRoot:             ptr.To(false),
-			AllowPrivilegeEscalation: ptr.To(false),
-			ReadOnlyRootFilesystem:   ptr.To(true),
-			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		},
+		StartupProbe:             probe("/healthz", 1, 60),
+		ReadinessProbe:           probe("/readyz", 2, 1),
+		LivenessProbe:            probe("/healthz", 10, 3),
+		Resources:                cfg.Resources,
+		VolumeMounts:             mounts,
+		SecurityContext:          sidecarSecurity(cfg.SocketReset),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+}
+
+// sidecarSecurity is the sidecar's security context: a read-only root, no
+// privilege escalation, every capability dropped and a non-root uid;
+// with socketReset, NET_ADMIN (destroying the trainer's sockets to a dead
+// peer is all the sidecar needs of the node), which a non-root process
+// would hold only as an ambient capability, which pods cannot grant: so
+// then uid 0, with that one capability and no way to gain more.
+func sidecarSecurity(socketReset bool) *corev1.SecurityContext {
+	sc := &corev1.SecurityContext{
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		RunAsUser:                ptr.To[int64](NonRootUID),
+		RunAsNonRoot:             ptr.To(true),
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	if socketReset {
+		sc.Capabilities.Add = []corev1.Capability{"NET_ADMIN"}
+		sc.RunAsUser, sc.RunAsNonRoot = ptr.To[int64](0), ptr.To(false)
+	}
+	return sc
+}
+
+// addCapability adds capability to c's, unless c has it already.
+func addCapability(c *corev1.Container, capability corev1.Capability) {
+	if c.SecurityContext == nil {
+		c.SecurityContext = &corev1.SecurityContext{}
+	}
+	if c.SecurityContext.Capabilities == nil {
+		c.SecurityContext.Capabilities = &corev1.Capabilities{}
+	}
+	if caps := c.SecurityContext.Capabilities; !slices.Contains(caps.Add, capability) {
+		caps.Add = append(caps.Add, capability)
 	}
 }

@@ -230,6 +230,7 @@ func TestConflictsAreRefused(t *testing.T) {
 		{"slots zero", func(p *corev1.Pod) { p.Annotations = map[string]string{SlotsAnnotation: "0"} }, `ringside.dev/slots is "0"`},
 		{"replicas not a number", func(p *corev1.Pod) { p.Annotations = map[string]string{ReplicasAnnotation: "four"} }, `ringside.dev/replicas is "four"`},
 		{"replicas zero", func(p *corev1.Pod) { p.Annotations = map[string]string{ReplicasAnnotation: "0"} }, `ringside.dev/replicas is "0"`},
+		{"rdma not a boolean", func(p *corev1.Pod) { p.Annotations = map[string]string{RDMAAnnotation: "ib"} }, `ringside.dev/rdma is "ib": want true or false`},
 		{"an unknown trainer container", func(p *corev1.Pod) { p.Annotations = map[string]string{ContainerAnnotation: "main"} }, `names container "main"`},
 		{"no containers", func(p *corev1.Pod) { p.Spec.Containers = nil }, "no containers"},
 	} {
@@ -254,5 +255,51 @@ func TestBadConfigIsRefused(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Inject with a bad config: %v, want it to say %q", err, want)
 		}
+	}
+}
+
+// Every injected container has a read-only root, no privilege escalation
+// and every capability dropped; the sidecar holds NET_ADMIN as uid 0 only
+// with socket reset, and the trainer gets IPC_LOCK only when it says it
+// uses RDMA.
+func TestInjectedContainersHoldOnlyTheCapabilitiesTheyNeed(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		socketReset, rdma  bool
+		sidecarCaps        []corev1.Capability
+		sidecarUID         int64
+		trainerCaps        []corev1.Capability
+		trainerAnnotations map[string]string
+	}{
+		{name: "socket reset", socketReset: true, sidecarCaps: []corev1.Capability{"NET_ADMIN"}, sidecarUID: 0},
+		{name: "no socket reset", sidecarUID: NonRootUID},
+		{name: "no socket reset, RDMA", rdma: true, sidecarUID: NonRootUID, trainerCaps: []corev1.Capability{"IPC_LOCK"}},
+		{name: "RDMA off", sidecarUID: NonRootUID, trainerAnnotations: map[string]string{RDMAAnnotation: "false"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := secureConfig()
+			cfg.SocketReset = tc.socketReset
+			pod := readPod(t, "live.pod.yaml")
+			pod.Annotations = tc.trainerAnnotations
+			if tc.rdma {
+				pod.Annotations = map[string]string{RDMAAnnotation: "true"}
+			}
+			out, _, err := Inject(pod, "team-a", cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := out.Spec.InitContainers[0].SecurityContext
+			if !cmp.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || !cmp.Equal(sc.Capabilities.Add, tc.sidecarCaps) ||
+				*sc.RunAsUser != tc.sidecarUID || *sc.RunAsNonRoot != (tc.sidecarUID != 0) || *sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem {
+				t.Errorf("sidecar security context %+v (caps %+v), want drop ALL, add %v, uid %d", sc, sc.Capabilities, tc.sidecarCaps, tc.sidecarUID)
+			}
+			var got []corev1.Capability
+			if tsc := out.Spec.Containers[0].SecurityContext; tsc != nil && tsc.Capabilities != nil {
+				got = tsc.Capabilities.Add
+			}
+			if !cmp.Equal(got, tc.trainerCaps) {
+				t.Errorf("trainer capabilities added %v, want %v", got, tc.trainerCaps)
+			}
+		})
 	}
 }

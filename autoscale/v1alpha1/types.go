@@ -11,15 +11,24 @@ import (
 // when it no longer does.
 //
 // +kubebuilder:object:root=true
+// The scale subresource lets `kubectl scale` and a HorizontalPodAutoscaler
+// set spec.replicas (see ElasticScalerSpec.Replicas); its status replicas
+// are the target's and its selector the target's pods'.
+//
 // +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.currentReplicas,selectorpath=.status.selector
 // +kubebuilder:resource:shortName=es;escaler,categories=ringside
 // +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.scaleTargetRef.name`
-// +kubebuilder:printcolumn:name="Job",type=string,JSONPath=`.spec.job.name`
+// +kubebuilder:printcolumn:name="Job",type=string,JSONPath=`.spec.job.name`,priority=1
 // +kubebuilder:printcolumn:name="Min",type=integer,JSONPath=`.spec.minReplicas`
 // +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxReplicas`
-// +kubebuilder:printcolumn:name="Current",type=integer,JSONPath=`.status.currentReplicas`
-// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredReplicas`
-// +kubebuilder:printcolumn:name="Efficiency",type=number,JSONPath=`.status.efficiency`
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.currentReplicas`
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredReplicas`,priority=1
+// +kubebuilder:printcolumn:name="World",type=integer,JSONPath=`.status.worldSize`
+// +kubebuilder:printcolumn:name="Generation",type=integer,JSONPath=`.status.jobGeneration`
+// +kubebuilder:printcolumn:name="Goodput",type=number,JSONPath=`.status.goodput`
+// +kubebuilder:printcolumn:name="Efficiency",type=number,JSONPath=`.status.efficiency`,priority=1
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ElasticScaler struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -35,6 +44,8 @@ type ElasticScaler struct {
 // +kubebuilder:validation:XValidation:rule="size(self.scaleTargetRef.kind) > 0 && size(self.scaleTargetRef.name) > 0",message="scaleTargetRef needs a kind and a name"
 // +kubebuilder:validation:XValidation:rule="self.minReplicas <= self.maxReplicas",message="minReplicas must not exceed maxReplicas"
 // +kubebuilder:validation:XValidation:rule="self.minReplicas % self.unit == 0 && self.maxReplicas % self.unit == 0",message="minReplicas and maxReplicas must be multiples of unit"
+// +kubebuilder:validation:XValidation:rule="self.replicas == 0 || (self.replicas >= self.minReplicas && self.replicas <= self.maxReplicas)",message="replicas must be 0 (the goodput policy decides) or within minReplicas and maxReplicas",fieldPath=".replicas"
+// +kubebuilder:validation:XValidation:rule="self.replicas % self.unit == 0",message="replicas must be a multiple of unit",fieldPath=".replicas"
 type ElasticScalerSpec struct {
 	// ScaleTargetRef names the workload whose replicas are the job's
 	// workers: anything with a scale subresource (a StatefulSet, a
@@ -50,6 +61,18 @@ type ElasticScalerSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	MinReplicas int32 `json:"minReplicas,omitempty"`
+
+	// Replicas, when not 0, is the size the workers are kept at, instead
+	// of the size the goodput policy decides: what `kubectl scale` and a
+	// HorizontalPodAutoscaler write through the scale subresource. 0 (the
+	// default) leaves the size to the policy; `kubectl scale --replicas=0`
+	// gives it back. Other values must be within MinReplicas and
+	// MaxReplicas and a multiple of Unit. (An HPA leaves a target at 0
+	// replicas alone: set this before pointing one at the ElasticScaler.)
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
 
 	// MaxReplicas is the most workers the job may grow to.
 	// +kubebuilder:validation:Minimum=1
@@ -80,6 +103,15 @@ type ElasticScalerSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	PendingTimeoutSeconds int32 `json:"pendingTimeoutSeconds,omitempty"`
+
+	// PodDisruptionBudget, when true, has the controller keep a
+	// PodDisruptionBudget named as the ElasticScaler over the target's
+	// pods, with minAvailable MinReplicas, owned by the ElasticScaler (so
+	// deleted with it): a node drain or an eviction then takes workers
+	// only while the job keeps its minimum. Turning it off leaves the
+	// budget in place; delete it with `kubectl delete pdb`.
+	// +optional
+	PodDisruptionBudget bool `json:"podDisruptionBudget,omitempty"`
 
 	// Behavior configures scaling up and down as in a
 	// HorizontalPodAutoscaler: stabilization windows, policies and
@@ -124,9 +156,36 @@ type ElasticScalerStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// CurrentReplicas is the target's replicas as last seen.
+	// CurrentReplicas is the target's replicas as last seen: the scale
+	// subresource's status replicas.
 	// +optional
 	CurrentReplicas int32 `json:"currentReplicas"`
+
+	// Selector is the label selector of the target's pods, as the
+	// target's scale reports it: the scale subresource's selector, which
+	// a HorizontalPodAutoscaler reads its pods' metrics with.
+	// +optional
+	Selector string `json:"selector,omitempty"`
+
+	// WorldSize is the job's world size in its current generation.
+	// +optional
+	WorldSize int32 `json:"worldSize,omitempty"`
+
+	// JobGeneration is the number of the job's current generation (the
+	// ring's, not the object's metadata.generation).
+	// +optional
+	JobGeneration int64 `json:"jobGeneration,omitempty"`
+
+	// Goodput is the job's goodput at its current world size, in samples
+	// per second; absent while the status holds no recent reading there.
+	// +optional
+	Goodput *float64 `json:"goodput,omitempty"`
+
+	// Phase sums the conditions up in one word, for `kubectl get`:
+	// Stable, Resizing, Measuring, EtcdUnreachable, Blocked or Stopped
+	// (see the Phase constants).
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
 
 	// DesiredReplicas is the size the controller decided.
 	// +optional
@@ -183,6 +242,29 @@ type ElasticScalerList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ElasticScaler `json:"items"`
 }
+
+// Phase is the one-word summary of an ElasticScaler's conditions.
+// +kubebuilder:validation:Enum=Stable;Resizing;Measuring;EtcdUnreachable;Blocked;Stopped
+type Phase string
+
+// The phases, first match wins from the top.
+const (
+	// PhaseStopped: trainer crashes stopped the job (JobStopped).
+	PhaseStopped Phase = "Stopped"
+	// PhaseBlocked: the controller cannot scale (AbleToScale is false:
+	// an invalid spec, a target whose scale it cannot read or update).
+	PhaseBlocked Phase = "Blocked"
+	// PhaseEtcdUnreachable: the job's status could not be read from
+	// etcd; the size is held and training goes on at it.
+	PhaseEtcdUnreachable Phase = "EtcdUnreachable"
+	// PhaseMeasuring: no recent measurement to decide on (ScalingActive
+	// is false).
+	PhaseMeasuring Phase = "Measuring"
+	// PhaseResizing: the job's world does not match the decided size yet.
+	PhaseResizing Phase = "Resizing"
+	// PhaseStable: the job runs at the decided size.
+	PhaseStable Phase = "Stable"
+)
 
 // Condition types of an ElasticScaler, as a HorizontalPodAutoscaler's.
 const (

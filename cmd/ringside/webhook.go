@@ -88,6 +88,8 @@ change.`,
 	f.StringVar(&cpu, "sidecar-cpu-request", "50m", "the sidecar's CPU request")
 	f.StringVar(&memory, "sidecar-memory-request", "64Mi", "the sidecar's memory request")
 	f.StringVar(&memoryLimit, "sidecar-memory-limit", "256Mi", "the sidecar's memory limit (empty: none)")
+	f.BoolVar(&cfg.SocketReset, "socket-reset", cfg.SocketReset, "give the sidecar NET_ADMIN (it then runs as uid 0) to destroy the trainer's sockets to a dead peer; false: the sidecar runs as a non-root user with no capability, and a silent peer costs the collective's timeout")
+	f.StringVar(&cfg.PreemptionNoticeURL, "preemption-notice-url", "", "instance metadata URL the sidecars ask for a preemption notice (their --preemption-notice-url); empty: taints and SIGTERM only")
 	f.BoolVar(&h.AllowOnError, "allow-on-error", false, "admit a pod that cannot be injected untouched (with a warning) instead of denying it")
 	f.StringSliceVar(&h.SkipNamespaces, "skip-namespace", nil, "namespaces never injected (ringside's own), comma-separated")
 	return cmd

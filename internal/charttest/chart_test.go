@@ -392,6 +392,8 @@ func TestTheSchemaRejectsBadValues(t *testing.T) {
 		{"a sync period that is not a duration", "controller.syncPeriod=often", "/controller/syncPeriod"},
 		{"a port out of range", "webhook.port=70000", "/webhook/port"},
 		{"a misspelt top-level value", "webhok.replicas=1", "additional properties 'webhok' not allowed"},
+		{"a socket reset that is a word", "webhook.sidecar.socketReset=yes", "/webhook/sidecar/socketReset"},
+		{"a service monitor switch that is neither boolean nor auto", "monitoring.serviceMonitor.enabled=sometimes", "/monitoring/serviceMonitor/enabled"},
 		{"a worker namespace that is no DNS label", "workers.namespaces={ML_Team}", "/workers/namespaces/0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -414,6 +416,7 @@ func TestMisconfigurationsFailWithAMessage(t *testing.T) {
 	}{
 		{"supplied certificates without a Secret", []string{"webhook.certificates.mode=secret"}, "needs webhook.certificates.secretName"},
 		{"an external etcd without endpoints", []string{"etcd.mode=external"}, "needs etcd.external.endpoints"},
+		{"certificates renewed before they are made", []string{"webhook.certificates.renewBeforeDays=400"}, "renewBeforeDays (400) must be less than servingValidityDays (365)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var args []string

@@ -65,7 +65,7 @@ var custom = map[string]bool{
 func Template(t *testing.T, extra ...string) ([]Object, error) {
 	t.Helper()
 	args := append([]string{"template", "ringside", RepoRoot(t) + "/charts/ringside",
-		"--namespace", Namespace, "--kube-version", "1.37.0"}, extra...)
+		"--namespace", Namespace}, extra...)
 	out, err := Run(t, args...)
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -66,6 +67,9 @@ func TestTheCRDRejectsInvalidElasticScalers(t *testing.T) {
 		{"min above max", func(es *v1alpha1.ElasticScaler) { es.Spec.MinReplicas, es.Spec.MaxReplicas = 4, 2 }, "minReplicas must not exceed maxReplicas"},
 		{"unit below 1", func(es *v1alpha1.ElasticScaler) { es.Spec.Unit = -1 }, "spec.unit"},
 		{"min off the unit", func(es *v1alpha1.ElasticScaler) { es.Spec.MinReplicas, es.Spec.MaxReplicas, es.Spec.Unit = 3, 8, 2 }, "multiples of unit"},
+		{"replicas above max", func(es *v1alpha1.ElasticScaler) { es.Spec.Replicas = 5 }, "spec.replicas: Invalid value: replicas must be 0 (the goodput policy decides) or within minReplicas and maxReplicas"},
+		{"replicas off the unit", func(es *v1alpha1.ElasticScaler) { es.Spec.MaxReplicas, es.Spec.Unit, es.Spec.Replicas = 4, 2, 3 },
+			"spec.replicas: Invalid value: replicas must be a multiple of unit"},
 		{"efficiency above 1", func(es *v1alpha1.ElasticScaler) { es.Spec.TargetEfficiency = 1.5 }, "spec.targetEfficiency"},
 		{"no job", func(es *v1alpha1.ElasticScaler) { es.Spec.Job.Name = "" }, "spec.job.name"},
 		{"no target", func(es *v1alpha1.ElasticScaler) { es.Spec.ScaleTargetRef.Name = "" }, "scaleTargetRef needs a kind and a name"},
@@ -454,6 +458,13 @@ func TestATargetWithoutAScaleSubresourceIsReported(t *testing.T) {
 // stop is called.
 func runController(ctx context.Context, t *testing.T, ns string) (stop func()) {
 	t.Helper()
+	return runControllerOn(ctx, t, ns, env.EtcdClient)
+}
+
+// runControllerOn runs the controller for namespace ns on etcd until the
+// returned stop is called.
+func runControllerOn(ctx context.Context, t *testing.T, ns string, etcd *clientv3.Client) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	cfg := autoscale.DefaultConfig()
 	cfg.Namespace, cfg.SyncPeriod, cfg.MetricsAddr = ns, time.Second, ""
@@ -461,7 +472,7 @@ func runController(ctx context.Context, t *testing.T, ns string) (stop func()) {
 	cfg.LeaderElection.Enabled = false
 	done := make(chan error, 1)
 	go func() {
-		done <- autoscale.Run(ctx, env.ControlPlane.Config, env.EtcdClient, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		done <- autoscale.Run(ctx, env.ControlPlane.Config, etcd, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	}()
 	return func() {
 		cancel()

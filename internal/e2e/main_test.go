@@ -34,7 +34,10 @@ func TestMain(m *testing.M) {
 		defer cancel()
 		env, envErr = Start(ctx, dir)
 		if envErr == nil {
-			envErr = installCRD(ctx)
+			var obj *unstructured.Unstructured
+			if obj, envErr = crd.ElasticScalers(); envErr == nil {
+				envErr = installCRD(ctx, obj)
+			}
 		}
 		code := m.Run()
 		if env != nil {
@@ -55,13 +58,9 @@ func TestMain(m *testing.M) {
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// installCRD creates the ElasticScaler CRD and waits until it serves.
-func installCRD(ctx context.Context) error {
+// installCRD creates CRD obj and waits until it serves.
+func installCRD(ctx context.Context, obj *unstructured.Unstructured) error {
 	dyn := env.Dynamic
-	obj, err := crd.ElasticScalers()
-	if err != nil {
-		return err
-	}
 	if _, err := dyn.Resource(crdResource).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create the CRD: %w", err)
 	}

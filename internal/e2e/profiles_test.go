@@ -99,3 +99,23 @@ func ensureNamespace(t *testing.T, ns string) {
 		t.Fatalf("namespace %s: %v", ns, err)
 	}
 }
+
+// The chart renders offline without --kube-version (charttest renders
+// every profile so), and refuses a cluster older than 1.29, whose API
+// server would drop the native sidecar's restartPolicy: helm's
+// server-side dry run looks the cluster up as an install does, with
+// --kube-version standing for an older server.
+func TestTheChartRefusesAClusterOlderThanNativeSidecars(t *testing.T) {
+	requireEnv(t)
+	chart := filepath.Join(charttest.RepoRoot(t), "charts/ringside")
+	for version, want := range map[string]string{
+		"1.28.9": "ringside needs Kubernetes 1.29 or later (its sidecar is a native sidecar); this cluster runs v1.28.9",
+		"1.29.0": "",
+	} {
+		_, err := env.Helm(context.Background(), charttest.Helm(t), "template", "old", chart, "--namespace", "old-system",
+			"--dry-run=server", "--kube-version", version)
+		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("Kubernetes %s: %v, want %q", version, err, want)
+		}
+	}
+}

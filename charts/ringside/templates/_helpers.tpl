@@ -92,3 +92,16 @@ app.kubernetes.io/component: {{ .component }}
     - port: metrics
 {{- end }}
 {{- end }}
+
+{{- /* ringside.checkKubeVersion fails an install on a cluster older than 1.29:
+       the injected sidecar is a native sidecar (an init container with
+       restartPolicy Always), which an older API server would drop without a
+       word, leaving pods stuck in their init containers. It is not a
+       kubeVersion in Chart.yaml: that would fail every plain `helm template`
+       (helm renders offline as Kubernetes 1.20). Offline, lookup finds
+       nothing, and the check is left to the install. */}}
+{{- define "ringside.checkKubeVersion" -}}
+{{- if and (lookup "v1" "Namespace" "" "kube-system") (semverCompare "<1.29.0-0" .Capabilities.KubeVersion.Version) }}
+{{- fail (printf "ringside needs Kubernetes 1.29 or later (its sidecar is a native sidecar); this cluster runs %s" .Capabilities.KubeVersion.Version) }}
+{{- end }}
+{{- end -}}
