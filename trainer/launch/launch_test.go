@@ -24,6 +24,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(launcherEnv) != "" {
+		os.Exit(actAsLauncher())
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -35,8 +35,9 @@ type Process struct {
 // not hold up the exit's report longer than this; the pipe closes then.
 const stderrDrain = 200 * time.Millisecond
 
-// StartProcess starts cmd as the leader of a new process group. cmd must
-// not be started yet; its SysProcAttr is kept except for Setpgid. What
+// StartProcess starts cmd as the leader of a new process group, to be
+// killed when this process dies. cmd must not be started yet; its
+// SysProcAttr is kept except for Setpgid and the parent-death signal. What
 // the process writes on cmd.Stderr passes through unchanged (through a
 // pipe), and its last lines are kept for Stderr.
 func StartProcess(cmd *exec.Cmd) (*Process, error) {
@@ -44,6 +45,7 @@ func StartProcess(cmd *exec.Cmd) (*Process, error) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
+	dieWithLauncher(cmd.SysProcAttr)
 	p := &Process{cmd: cmd, done: make(chan struct{})}
 	if cmd.Stderr != nil {
 		p.stderr = &lineTail{out: cmd.Stderr}

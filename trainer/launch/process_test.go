@@ -3,10 +3,12 @@ package launch_test
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -109,5 +111,51 @@ func TestProcessStopKillsWhatIgnoresSIGTERM(t *testing.T) {
 	p.Stop(100 * time.Millisecond)
 	if got := p.ExitCode(); got != 128+9 {
 		t.Errorf("ExitCode = %d, want 137 (SIGKILL after the grace)", got)
+	}
+}
+
+// launcherEnv makes the test binary a launcher (TestMain): it starts
+// `sleep 60` with StartProcess, prints its pid and waits to be killed.
+const launcherEnv = "RINGSIDE_TEST_ACT_AS_LAUNCHER"
+
+func actAsLauncher() int {
+	p, err := launch.StartProcess(exec.Command("sleep", "60"))
+	if err != nil {
+		return 1
+	}
+	fmt.Println(p.Pid())
+	<-p.Done()
+	return 0
+}
+
+// A launcher killed whole (kill -9 of `ringside exec`, as of its pod)
+// takes the processes it started along.
+func TestAProcessDiesWithItsLauncher(t *testing.T) {
+	launcher := exec.Command(os.Args[0])
+	launcher.Env = append(os.Environ(), launcherEnv+"=1")
+	out, err := launcher.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := launcher.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatalf("the launcher printed %q, not a pid", line)
+	}
+	defer syscall.Kill(child, syscall.SIGKILL) //nolint:errcheck // gone, if the test passes
+	launcher.Process.Kill()                    //nolint:errcheck // checked by Wait
+	launcher.Wait()                            //nolint:errcheck // killed
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(child, 0) == nil { // no event tells another process's end
+		if time.Now().After(deadline) {
+			t.Fatalf("the launcher's child %d lives on 10s after the launcher was killed", child)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
