@@ -26,6 +26,11 @@ type heartbeats struct {
 	// says so): a flush of a heartbeat it sent before it went leaves the
 	// throughput gauge at 0.
 	detached bool
+	// compute and wait sum the compute and wait times of the heartbeats
+	// since the last flush that carried them (timed counts those), for
+	// the status's means.
+	compute, wait float64
+	timed         int
 }
 
 const stepWindow = 64
@@ -39,6 +44,11 @@ func (a *Agent) recordHeartbeat(hb api.Heartbeat) {
 	if hb.GNS != nil {
 		v := *hb.GNS
 		b.gns = &v
+	}
+	if hb.ComputeTimeS > 0 || hb.WaitTimeS > 0 {
+		b.compute += hb.ComputeTimeS
+		b.wait += hb.WaitTimeS
+		b.timed++
 	}
 	select {
 	case a.beatCh <- struct{}{}:
@@ -81,11 +91,16 @@ func (a *Agent) status() (record.Status, bool) {
 		gen = a.gen.Number
 	}
 	p := quantile.Each(b.times, 0.5, 0.9)
-	return record.Status{
+	st := record.Status{
 		Step: b.last.Step, Samples: b.last.Samples, SamplesPerSec: b.samples,
 		StepTimeS: b.last.StepTimeS, StepTimeP50S: p[0], StepTimeP90S: p[1],
 		Generation: gen, Time: b.at, GNS: b.gns,
-	}, true
+	}
+	if b.timed > 0 {
+		st.ComputeTimeS, st.WaitTimeS = b.compute/float64(b.timed), b.wait/float64(b.timed)
+		b.compute, b.wait, b.timed = 0, 0, 0
+	}
+	return st, true
 }
 
 // trainerPresent records whether the trainer is attached. A detached

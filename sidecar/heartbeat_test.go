@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"testing"
 	"time"
@@ -73,5 +74,46 @@ func TestTheThroughputGaugeFollowsTheHeartbeatsAndReadsZeroOnceTheTrainerGoes(t 
 	})
 	if got := gaugeValue(t, a.Gatherer(), "ringside_api_trainer_attached"); got != 0 {
 		t.Fatalf("ringside_api_trainer_attached = %g with the throughput at 0, want 0", got)
+	}
+}
+
+// The status carries the mean compute and wait times of the heartbeats
+// since the previous status, so that a slow rank's compute shows however
+// often its trainer reports.
+func TestTheStatusCarriesTheMeanComputeAndWaitSinceTheLastOne(t *testing.T) {
+	srv := etcdtest.Start(t)
+	// Long enough that the second and third heartbeats fall into one status.
+	a := sidecartest.Start(t, srv.Endpoints(), "split", "w0", func(c *sidecar.Config) { c.StatusInterval = 3 * time.Second })
+	c := newAPIClient(t, a.Socket)
+	client := etcdtest.Client(t, srv)
+	key := coordinator.DefaultConfig("default", "split").Prefix() + record.StatusDir + "w0"
+	beat := func(step int, compute, wait float64) {
+		t.Helper()
+		body := fmt.Sprintf(`{"step":%d,"samples":%d,"step_time_s":%g,"compute_time_s":%g,"wait_time_s":%g}`, step, step, compute+wait, compute, wait)
+		if resp, b := c.do("POST", "/v1/heartbeat", body); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("heartbeat: %s %s", resp.Status, b)
+		}
+	}
+	stored := func(step int64) record.Status {
+		t.Helper()
+		var st record.Status
+		eventually(t, fmt.Sprintf("the status of step %d stored", step), func() bool {
+			resp, err := client.Get(context.Background(), key)
+			if err != nil || len(resp.Kvs) == 0 {
+				return false
+			}
+			return json.Unmarshal(resp.Kvs[0].Value, &st) == nil && st.Step == step
+		})
+		return st
+	}
+	beat(1, 0.1, 0.3)
+	if st := stored(1); st.ComputeTimeS != 0.1 || st.WaitTimeS != 0.3 {
+		t.Fatalf("first status %+v, want compute 0.1 and wait 0.3", st)
+	}
+	beat(2, 0.2, 0.1)
+	beat(3, 0.4, 0.1)
+	st := stored(3)
+	if math.Abs(st.ComputeTimeS-0.3) > 1e-9 || math.Abs(st.WaitTimeS-0.1) > 1e-9 {
+		t.Fatalf("second status %+v, want the means of steps 2 and 3: compute 0.3, wait 0.1", st)
 	}
 }
