@@ -26,6 +26,9 @@ const (
 	// CrashesDir holds crashes/<id>: a member's newest trainer crash in
 	// restart mode (Crash), on the member's lease.
 	CrashesDir = "crashes/"
+	// StragglersDir holds stragglers/<id>: the leader's finding that
+	// member id computes slower than the job (Straggler).
+	StragglersDir = "stragglers/"
 )
 
 // Prefix is the key prefix of job in namespace, ending in "/".
@@ -76,7 +79,7 @@ func idOf(key string) string {
 
 // KindOf names what a key (relative to the job's Prefix, or absolute)
 // holds, for the count of malformed values: member, generation, vote,
-// status, eviction, crash, or other.
+// status, eviction, crash, straggler, or other.
 func KindOf(key string) string {
 	if i := indexJobKey(key); i >= 0 {
 		key = key[i:]
@@ -94,6 +97,8 @@ func KindOf(key string) string {
 		return "eviction"
 	case strings.HasPrefix(key, CrashesDir):
 		return "crash"
+	case strings.HasPrefix(key, StragglersDir):
+		return "straggler"
 	}
 	return "other"
 }
