@@ -168,24 +168,24 @@ func DefaultConfig(namespace, job string) Config {
 }
 
 // StragglerConfig says when the leader names a straggler: a member whose
-// trainer's compute time per step (record.Status.ComputeTimeS) stays above
-// Factor times the median over the ring for Window steps. Detection takes
-// Window steps plus up to one status interval (the sidecars' throttle on
-// their status writes) after the member slowed down.
+// trainer's compute time per step (record.Status.ComputeTimeS) is above
+// Factor times the median over the ring in at least 80 % of the last
+// Window steps (straggler.go). Detection takes 80 % of Window steps plus
+// up to one status interval (the sidecars' throttle on their status
+// writes) after the member slowed down.
 type StragglerConfig struct {
 	// Factor is how much slower than the median a member computes to
-	// count as slow; it is cleared once it stays below halfway between 1
-	// and Factor for Window steps. 1.3: a rank 30 % slower costs the whole
+	// count as slow; it is cleared once it is below halfway between 1 and
+	// Factor in 80 % of the last Window steps. 1.3: a rank 30 % slower costs the whole
 	// ring 30 % of its throughput (every rank waits for it), while the
 	// compute times of healthy ranks of one job spread by a few percent
 	// (0 false positives over a 10-minute run of 8 ring trainers on a
 	// busy machine, `ringside bench straggler`).
 	Factor float64
-	// Window is how many steps in a row a member must stay above Factor
-	// times the median to be named (and below the clearing threshold to
-	// be cleared). 30: a garbage collection, a checkpoint write or a data
-	// loader hiccup lasts a step or a few; a throttled GPU or a noisy
-	// neighbour lasts.
+	// Window is the steps over which a member must be slow (80 % of them)
+	// to be named, and back at pace to be cleared. 30: a garbage
+	// collection, a checkpoint write or a data loader hiccup lasts a step
+	// or a few; a throttled GPU or a noisy neighbour lasts.
 	Window int64
 	// MaxShare is the largest share of the ring's members named at once
 	// (at least one): when many members are slow together, the cause is

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 
@@ -13,19 +14,64 @@ import (
 // the leader compares: of two, neither is the job's pace.
 const minStragglerPeers = 3
 
-// stragglerTrack is what the leader follows of one ring member.
+// stragglerQuorum is the share of a window's steps a member must be slow
+// in to be named (and back at pace in to be cleared): the steps a whole
+// machine stalls, which slow every member alike, or a garbage collection
+// do not start the count over.
+const stragglerQuorum = 0.8
+
+// stragglerTrack is what the leader follows of one ring member: its
+// statuses over the last Window steps.
 type stragglerTrack struct {
-	last     int64 // the step of its newest status looked at
-	slowFrom int64 // the first step of its current slow run; 0: not slow
-	fastFrom int64 // named: the first step back at the job's pace; 0: not
+	last  int64 // the step of its newest status looked at
+	spans []stragglerSpan
+}
+
+// stragglerSpan is one status: the steps from..to it covers and the
+// member's compute time over the ring's median in them.
+type stragglerSpan struct {
+	from, to int64
+	ratio    float64
+}
+
+// add records a status and drops what fell out of the window ending at
+// its step.
+func (t *stragglerTrack) add(sp stragglerSpan, window int64) {
+	t.last = sp.to
+	t.spans = append(t.spans, sp)
+	start := sp.to - window + 1
+	i := 0
+	for i < len(t.spans) && t.spans[i].to < start {
+		i++
+	}
+	t.spans = t.spans[i:]
+}
+
+// count returns how many of the window's steps (ending at t.last) were
+// observed, and in how many the ratio satisfied in; first is the first
+// step of the earliest span that did.
+func (t *stragglerTrack) count(window int64, in func(float64) bool) (observed, matched, first int64) {
+	start := t.last - window + 1
+	for _, sp := range t.spans {
+		n := sp.to - max(sp.from, start) + 1
+		observed += n
+		if in(sp.ratio) {
+			matched += n
+			if first == 0 {
+				first = max(sp.from, start)
+			}
+		}
+	}
+	return observed, matched, first
 }
 
 // stragglers finds the ring's stragglers from the members' statuses: a
-// member whose compute time per step stays above Factor times the ring's
-// median for Window steps is named; a named one whose compute time stays
-// below the clearing threshold (halfway between the median and Factor
-// times it) for Window steps is cleared. The band between the two keeps
-// a member near the threshold from being named and cleared in turn.
+// member whose compute time per step was above Factor times the ring's
+// median in most (stragglerQuorum) of the last Window steps is named; a
+// named one whose compute time was below the clearing threshold (halfway
+// between the median and Factor times it) in most of the last Window
+// steps is cleared. The band between the two thresholds keeps a member
+// near the factor from being named and cleared in turn.
 type stragglers struct {
 	cfg    StragglerConfig
 	gen    int64 // the generation the tracks are of
@@ -78,9 +124,7 @@ func (s *stragglers) observe(v stragglerView) stragglerChanges {
 		clear(s.tracks) // new ranks, new neighbours: the old runs say nothing
 	}
 	if v.resizing || !steady(v) {
-		for _, t := range s.tracks {
-			t.slowFrom, t.fastFrom = 0, 0
-		}
+		clear(s.tracks) // the window starts over once the ring is steady
 		return ch
 	}
 	var computes []float64
@@ -93,7 +137,11 @@ func (s *stragglers) observe(v stragglerView) stragglerChanges {
 		return ch
 	}
 	median := quantile.Of(computes, 0.5)
+	window, quorum := s.cfg.Window, int64(math.Ceil(stragglerQuorum*float64(s.cfg.Window)))
+	slow := func(r float64) bool { return r > s.cfg.Factor }
+	fast := func(r float64) bool { return r < s.cfg.clearFactor() }
 	var due []string
+	since := map[string]int64{}
 	for _, m := range g.Members {
 		st := v.statuses[m.ID]
 		t := s.tracks[m.ID]
@@ -109,28 +157,14 @@ func (s *stragglers) observe(v stragglerView) stragglerChanges {
 		if t.last > 0 {
 			from = t.last + 1
 		}
-		t.last = st.Step
-		ratio := st.ComputeTimeS / median
+		t.add(stragglerSpan{from: from, to: st.Step, ratio: st.ComputeTimeS / median}, window)
 		_, named := s.named[m.ID]
-		switch {
-		case ratio > s.cfg.Factor:
-			t.fastFrom = 0
-			if t.slowFrom == 0 {
-				t.slowFrom = from
+		if !named {
+			if observed, n, first := t.count(window, slow); observed >= window && n >= quorum {
+				due, since[m.ID] = append(due, m.ID), first
 			}
-			if !named && st.Step-t.slowFrom+1 >= s.cfg.Window {
-				due = append(due, m.ID)
-			}
-		case ratio < s.cfg.clearFactor():
-			t.slowFrom = 0
-			if named && t.fastFrom == 0 {
-				t.fastFrom = from
-			}
-			if named && st.Step-t.fastFrom+1 >= s.cfg.Window {
-				ch.clear = append(ch.clear, m.ID)
-			}
-		default: // the band: a run either way starts over
-			t.slowFrom, t.fastFrom = 0, 0
+		} else if observed, n, _ := t.count(window, fast); observed >= window && n >= quorum {
+			ch.clear = append(ch.clear, m.ID)
 		}
 	}
 	// The slowest first, up to the share of the ring allowed at once.
@@ -149,7 +183,7 @@ func (s *stragglers) observe(v stragglerView) stragglerChanges {
 			action = record.ActionReport // the job would pause without it
 		}
 		ch.put[id] = record.Straggler{
-			Generation: g.Number, SinceStep: s.tracks[id].slowFrom, Step: st.Step,
+			Generation: g.Number, SinceStep: since[id], Step: st.Step,
 			ComputeTimeS: st.ComputeTimeS, MedianComputeTimeS: median, Action: action,
 			Node: v.members[id].Node, Leader: v.leader, Time: v.now,
 		}
@@ -161,9 +195,7 @@ func (s *stragglers) observe(v stragglerView) stragglerChanges {
 func (s *stragglers) apply(ch stragglerChanges) {
 	for _, id := range ch.clear {
 		delete(s.named, id)
-		if t := s.tracks[id]; t != nil {
-			t.slowFrom, t.fastFrom = 0, 0
-		}
+		delete(s.tracks, id) // a new window, to be named again
 	}
 	for id, f := range ch.put {
 		s.named[id] = f

@@ -26,11 +26,10 @@ type heartbeats struct {
 	// says so): a flush of a heartbeat it sent before it went leaves the
 	// throughput gauge at 0.
 	detached bool
-	// compute and wait sum the compute and wait times of the heartbeats
-	// since the last flush that carried them (timed counts those), for
-	// the status's means.
-	compute, wait float64
-	timed         int
+	// computes and waits are the compute and wait times of the
+	// heartbeats since the last flush that carried them (the newest
+	// stepWindow), for the status's medians.
+	computes, waits []float64
 }
 
 const stepWindow = 64
@@ -46,9 +45,11 @@ func (a *Agent) recordHeartbeat(hb api.Heartbeat) {
 		b.gns = &v
 	}
 	if hb.ComputeTimeS > 0 || hb.WaitTimeS > 0 {
-		b.compute += hb.ComputeTimeS
-		b.wait += hb.WaitTimeS
-		b.timed++
+		if len(b.computes) == stepWindow {
+			b.computes, b.waits = b.computes[1:], b.waits[1:]
+		}
+		b.computes = append(b.computes, hb.ComputeTimeS)
+		b.waits = append(b.waits, hb.WaitTimeS)
 	}
 	select {
 	case a.beatCh <- struct{}{}:
@@ -96,9 +97,11 @@ func (a *Agent) status() (record.Status, bool) {
 		StepTimeS: b.last.StepTimeS, StepTimeP50S: p[0], StepTimeP90S: p[1],
 		Generation: gen, Time: b.at, GNS: b.gns,
 	}
-	if b.timed > 0 {
-		st.ComputeTimeS, st.WaitTimeS = b.compute/float64(b.timed), b.wait/float64(b.timed)
-		b.compute, b.wait, b.timed = 0, 0, 0
+	if len(b.computes) > 0 {
+		// Medians: a step that stalled (a garbage collection, the machine
+		// busy) does not speak for the others.
+		st.ComputeTimeS, st.WaitTimeS = quantile.Of(b.computes, 0.5), quantile.Of(b.waits, 0.5)
+		b.computes, b.waits = b.computes[:0], b.waits[:0]
 	}
 	return st, true
 }

@@ -23,7 +23,7 @@ type Status struct {
 	// (api.Heartbeat.GNS), for the autoscaler's goodput; nil while it
 	// reports none.
 	GNS *float64 `json:"gns,omitempty"`
-	// ComputeTimeS and WaitTimeS are the means, over the steps reported
+	// ComputeTimeS and WaitTimeS are the medians, over the steps reported
 	// since the member's previous status, of its trainer's compute time
 	// and wait in the collectives per step (api.Heartbeat); 0 when its
 	// trainer does not report them. The leader compares the compute
