@@ -58,6 +58,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	obj, err := c.scalers.ByNamespace(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		c.history.forget(key)
+		c.findings.news(key, jobstatus.Snapshot{})
 		c.metrics.desired.DeleteLabelValues(ns, name)
 		c.metrics.throughput.DeleteLabelValues(ns, name)
 		c.metrics.goodput.DeleteLabelValues(ns, name)
@@ -117,6 +118,7 @@ func (s *scalerSync) run(ctx context.Context) error {
 		return errors.Join(fmt.Errorf("read job %s: %w", s.jobName(), err), s.writeStatus(ctx))
 	}
 	s.jobStopped(snap)
+	stragglerErr := s.stragglers(ctx, snap)
 	js := readJobState(snap, c.cfg.MeasureMaxAge)
 	if js.Measurement != nil && c.history.generationAge(s.key, snap.Generation, s.now) < c.cfg.MeasureSettle {
 		js.Measurement = nil // the re-form is still in the rates
@@ -126,7 +128,7 @@ func (s *scalerSync) run(ctx context.Context) error {
 	d, err := s.decide(in, js.Measurement)
 	if err != nil {
 		s.condition(v1alpha1.ScalingActive, metav1.ConditionFalse, ReasonFailedDecide, err.Error(), corev1.EventTypeWarning)
-		return errors.Join(err, s.writeStatus(ctx))
+		return errors.Join(err, stragglerErr, s.writeStatus(ctx))
 	}
 	in.Throughput = es.Status.Throughput
 	s.measured(in)
@@ -137,12 +139,12 @@ func (s *scalerSync) run(ctx context.Context) error {
 	}
 	if desired != current {
 		if err := s.rescale(ctx, target, resource, desired, d); err != nil {
-			return errors.Join(err, s.writeStatus(ctx))
+			return errors.Join(err, stragglerErr, s.writeStatus(ctx))
 		}
 	}
 	s.condition(v1alpha1.AbleToScale, metav1.ConditionTrue, ReasonReadyForNewScale, "the controller can get and update the target's scale", "")
 	s.decided(d, desired)
-	return s.writeStatus(ctx)
+	return errors.Join(stragglerErr, s.writeStatus(ctx))
 }
 
 // decide folds m (when it is new) into the throughput history and asks

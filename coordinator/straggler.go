@@ -178,13 +178,14 @@ func (s *stragglers) observe(v stragglerView) stragglerChanges {
 		}
 		st := v.statuses[id]
 		rm, _ := g.Member(id)
+		replaceable := g.WorldSize-rm.Slots >= v.min
 		action := s.cfg.Action
-		if action == record.ActionReplace && g.WorldSize-rm.Slots < v.min {
+		if !replaceable {
 			action = record.ActionReport // the job would pause without it
 		}
 		ch.put[id] = record.Straggler{
 			Generation: g.Number, SinceStep: since[id], Step: st.Step,
-			ComputeTimeS: st.ComputeTimeS, MedianComputeTimeS: median, Action: action,
+			ComputeTimeS: st.ComputeTimeS, MedianComputeTimeS: median, Action: action, Replaceable: replaceable,
 			Node: v.members[id].Node, Leader: v.leader, Time: v.now,
 		}
 	}

@@ -198,8 +198,9 @@ func TestReplaceHonoursTheMinWorldSize(t *testing.T) {
 		j := newStragglerJob(t, 8, cfg)
 		j.v.min = tt.min
 		j.run(4, 100, 4, map[string]float64{"w2": 1.5})
-		if got := j.lastPutsOrNamed(t, "w2").Action; got != tt.want {
-			t.Errorf("min %d of 8: action %s, want %s", tt.min, got, tt.want)
+		f := j.lastPutsOrNamed(t, "w2")
+		if f.Action != tt.want || f.Replaceable != (tt.want == record.ActionReplace) {
+			t.Errorf("min %d of 8: action %s, replaceable %v; want %s", tt.min, f.Action, f.Replaceable, tt.want)
 		}
 	}
 }

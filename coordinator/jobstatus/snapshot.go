@@ -43,7 +43,7 @@ type Snapshot struct {
 	// Stragglers are the members the leader names stragglers, by id.
 	Stragglers []Straggler `json:"stragglers,omitempty"`
 	Totals     Totals      `json:"totals"`
-	Warnings []string `json:"warnings,omitempty"`
+	Warnings   []string    `json:"warnings,omitempty"`
 }
 
 // Member is one row of a snapshot. The heartbeat fields are zero when the

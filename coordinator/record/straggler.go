@@ -49,8 +49,12 @@ type Straggler struct {
 	ComputeTimeS       float64 `json:"compute_time_s"`
 	MedianComputeTimeS float64 `json:"median_compute_time_s"`
 	// Action is what the leader's policy does about it (replace only
-	// where the job stays at or above its min world size without it).
+	// where Replaceable).
 	Action StragglerAction `json:"action"`
+	// Replaceable: the job stays at or above its min world size without
+	// the member, so a controller may replace it whatever the leader's
+	// own policy.
+	Replaceable bool `json:"replaceable,omitempty"`
 	// Node is the member's node (MemberInfo.Node), for the controller to
 	// keep its replacement off it; "" outside Kubernetes.
 	Node string `json:"node,omitempty"`
