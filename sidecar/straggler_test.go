@@ -7,36 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/internal/etcdtest"
 	"github.com/ringside/ringside/sidecar"
 	"github.com/ringside/ringside/sidecar/sidecartest"
 	"github.com/ringside/ringside/trainer/api"
 )
-
-// labelled reads gauge name{label=value} from g (-1 when it is not there).
-func labelled(t *testing.T, g prometheus.Gatherer, name, label, value string) float64 {
-	t.Helper()
-	families, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	return -1
-}
 
 // Four sidecars whose trainers report their compute times; w3's computes
 // 1.5 times as long. With the replace policy the leader names it, its
@@ -59,41 +35,23 @@ func TestAStragglerIsNamedAndWithReplaceDrainedOutOfTheRing(t *testing.T) {
 		streams = append(streams, clients[i].events())
 	}
 	streams[0].await(t, "the ring of 4", generationWhere(func(r *api.Rendezvous) bool { return r.WorldSize == 4 }))
-	if got := labelled(t, agents[3].Gatherer(), "ringside_straggler", "member", "w3"); got != 0 {
+	if got := sampleValue(t, agents[3].Gatherer(), "ringside_straggler", "member", "w3"); got != 0 {
 		t.Fatalf("ringside_straggler{member=w3} = %g before any step, want 0", got)
 	}
 
 	var drain *api.Event
-	tick := time.NewTicker(10 * time.Millisecond) // the trainers' steps
-	defer tick.Stop()
-	deadline := time.After(30 * time.Second)
-	for step := 1; drain == nil; step++ {
-		for i, c := range clients {
-			compute := 0.05
-			if i == 3 {
-				compute = 0.075
-			}
-			body := fmt.Sprintf(`{"step":%d,"samples":%d,"step_time_s":0.1,"compute_time_s":%g,"wait_time_s":%g}`, step, step, compute, 0.1-compute)
-			if resp, b := c.do("POST", "/v1/heartbeat", body); resp.StatusCode != http.StatusNoContent {
-				t.Fatalf("heartbeat of w%d: %s %s", i, resp.Status, b)
-			}
+	slowSteps(t, clients, streams[3], func(e api.Event) bool {
+		if e.Type == api.EventDrain {
+			drain = &e
 		}
-		select {
-		case e := <-streams[3].events:
-			if e.Type == api.EventDrain {
-				drain = &e
-			}
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("w3 not drained within 30 s of slow steps (step %d)", step)
-		}
-	}
+		return drain != nil
+	})
 	if !strings.HasPrefix(drain.Reason, "straggler: computes 1.50x") {
 		t.Errorf("drain reason %q, want the straggler's", drain.Reason)
 	}
 	// (Its ringside_straggler reads 1 only until the leader clears the
 	// finding of a member gone from the ring: the next test reads it.)
-	if got := labelled(t, agents[0].Gatherer(), "ringside_straggler", "member", "w0"); got != 0 {
+	if got := sampleValue(t, agents[0].Gatherer(), "ringside_straggler", "member", "w0"); got != 0 {
 		t.Errorf("ringside_straggler{member=w0} = %g, want 0", got)
 	}
 	e := streams[0].await(t, "the ring without w3", generationWhere(func(r *api.Rendezvous) bool { return !has(r, "w3") }))
@@ -123,25 +81,45 @@ func TestReplaceKeepsAStragglerWhoseLeavingWouldPauseTheJob(t *testing.T) {
 		streams = append(streams, clients[i].events())
 	}
 	streams[0].await(t, "the ring of 4", generationWhere(func(r *api.Rendezvous) bool { return r.WorldSize == 4 }))
-	tick := time.NewTicker(10 * time.Millisecond)
+	slowSteps(t, clients, streams[3], func(e api.Event) bool {
+		if e.Type == api.EventDrain {
+			t.Fatalf("w3 drained (%s) although the job would pause without it", e.Reason)
+		}
+		return sampleValue(t, agents[3].Gatherer(), "ringside_straggler", "member", "w3") == 1
+	})
+}
+
+// slowSteps reports a step every 10 ms on each of clients, the last one
+// computing 1.5 times as long as the others, until done (asked with each
+// event of stream, and between steps with a zero event) says so, failing
+// the test after 30 s.
+func slowSteps(t *testing.T, clients []*apiClient, stream *eventStream, done func(api.Event) bool) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond) // the trainers' steps
 	defer tick.Stop()
 	deadline := time.After(30 * time.Second)
-	for step := 1; labelled(t, agents[3].Gatherer(), "ringside_straggler", "member", "w3") != 1; step++ {
+	for step := 1; ; step++ {
 		for i, c := range clients {
 			compute := 0.05
-			if i == 3 {
+			if i == len(clients)-1 {
 				compute = 0.075
 			}
-			c.do("POST", "/v1/heartbeat", fmt.Sprintf(`{"step":%d,"samples":%d,"step_time_s":0.1,"compute_time_s":%g}`, step, step, compute))
+			body := fmt.Sprintf(`{"step":%d,"samples":%d,"step_time_s":0.1,"compute_time_s":%g,"wait_time_s":%g}`, step, step, compute, 0.1-compute)
+			if resp, b := c.do("POST", "/v1/heartbeat", body); resp.StatusCode != http.StatusNoContent {
+				t.Fatalf("heartbeat of member %d: %s %s", i, resp.Status, b)
+			}
 		}
 		select {
-		case e := <-streams[3].events:
-			if e.Type == api.EventDrain {
-				t.Fatalf("w3 drained (%s) although the job would pause without it", e.Reason)
+		case e := <-stream.events:
+			if done(e) {
+				return
 			}
 		case <-tick.C:
+			if done(api.Event{}) {
+				return
+			}
 		case <-deadline:
-			t.Fatal("w3 not named within 30 s of slow steps")
+			t.Fatalf("not done within 30 s of slow steps (step %d)", step)
 		}
 	}
 }
