@@ -18,14 +18,25 @@ import (
 )
 
 // The controller's clients of built-in types are REST clients over a
-// scheme of only the types it reads and writes (Pods, Events, Leases), not
+// scheme of only the types it reads and writes (Pods, Nodes, Events,
+// Leases), not
 // client-go's clientset: see kubeapi.
 
-// PodClient lists and watches pods: what the pod informer needs.
-// client-go's typed PodInterface (of a fake clientset too) has both.
+// PodClient lists and watches pods (what the pod informer needs) and
+// deletes a straggler's. client-go's typed PodInterface (of a fake
+// clientset too) has these methods.
 type PodClient interface {
 	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// NodeClient reads and updates Nodes: the taint that keeps a replaced
+// straggler's pod off its node. client-go's typed NodeInterface has these
+// methods.
+type NodeClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error)
+	Update(ctx context.Context, node *corev1.Node, opts metav1.UpdateOptions) (*corev1.Node, error)
 }
 
 // LeaseClient reads and writes Leases: what the leader elector needs.
@@ -39,6 +50,7 @@ type LeaseClient interface {
 var (
 	_ PodClient   = kubeapi.Resource[*corev1.Pod, *corev1.PodList]{}
 	_ LeaseClient = kubeapi.Resource[*coordinationv1.Lease, *coordinationv1.LeaseList]{}
+	_ NodeClient  = kubeapi.Resource[*corev1.Node, *corev1.NodeList]{}
 )
 
 // NewDeps returns the clients of a controller on the API server of cfg and
@@ -67,6 +79,8 @@ func NewDeps(cfg *rest.Config, etcd *clientv3.Client) (Deps, error) {
 			return kubeapi.Resource[*coordinationv1.Lease, *coordinationv1.LeaseList]{REST: coordination, Name: "leases", Namespace: namespace,
 				NewObject: func() *coordinationv1.Lease { return &coordinationv1.Lease{} }, NewList: func() *coordinationv1.LeaseList { return &coordinationv1.LeaseList{} }}
 		},
+		Nodes: kubeapi.Resource[*corev1.Node, *corev1.NodeList]{REST: core, Name: "nodes",
+			NewObject: func() *corev1.Node { return &corev1.Node{} }, NewList: func() *corev1.NodeList { return &corev1.NodeList{} }},
 		EventClient: eventClient{rest: core},
 		Scales:      dynamicScales{dyn: dyn},
 		Mapper:      newDiscoveryMapper(core),
@@ -78,7 +92,8 @@ func NewDeps(cfg *rest.Config, etcd *clientv3.Client) (Deps, error) {
 // decode, and the meta types (Status, WatchEvent, options) of each group.
 var clientScheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
-	s.AddKnownTypes(corev1.SchemeGroupVersion, &corev1.Pod{}, &corev1.PodList{}, &corev1.Event{}, &corev1.EventList{})
+	s.AddKnownTypes(corev1.SchemeGroupVersion, &corev1.Pod{}, &corev1.PodList{}, &corev1.Event{}, &corev1.EventList{},
+		&corev1.Node{}, &corev1.NodeList{})
 	metav1.AddToGroupVersion(s, corev1.SchemeGroupVersion)
 	s.AddKnownTypes(coordinationv1.SchemeGroupVersion, &coordinationv1.Lease{}, &coordinationv1.LeaseList{})
 	metav1.AddToGroupVersion(s, coordinationv1.SchemeGroupVersion)

@@ -40,6 +40,9 @@ type Deps struct {
 	Mapper KindMapper
 	// Etcd reads the jobs' status.
 	Etcd *clientv3.Client
+	// Nodes taints a replaced straggler's node; nil: its pod is deleted
+	// without the taint.
+	Nodes NodeClient
 
 	// Events records the controller's Events; nil: Run writes them
 	// with EventClient.
@@ -71,8 +74,9 @@ type Controller struct {
 	scalerInformer, podInformer cache.SharedIndexInformer
 	scalers                     cache.GenericLister
 
-	queue   workqueue.TypedRateLimitingInterface[string]
-	history *history
+	queue    workqueue.TypedRateLimitingInterface[string]
+	history  *history
+	findings findings // the stragglers' Events recorded (straggler.go)
 	// leading is false while a Run with leader election stands by;
 	// synced is true once the caches of a running controller are.
 	leading, cachesSynced atomic.Bool

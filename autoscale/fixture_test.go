@@ -90,6 +90,7 @@ func newFixture(t *testing.T, etcd *clientv3.Client, objs ...runtime.Object) *fi
 	cfg.LeaderElection.Enabled = false
 	cfg.MeasureSettle = 0 // the seeded heartbeats are of a settled generation
 	c, err := New(cfg, Deps{Dynamic: f.dyn, Pods: func(ns string) PodClient { return fakePods{f.kube.CoreV1().Pods(ns)} },
+		Nodes:  f.kube.CoreV1().Nodes(),
 		Scales: dynamicScales{dyn: f.dyn}, Mapper: mapper, Etcd: etcd,
 		Events: f.events, Clock: f.clock, Metrics: f.reg, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

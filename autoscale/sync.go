@@ -61,6 +61,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	obj, err := c.scalers.ByNamespace(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		c.history.forget(key)
+		c.findings.news(key, jobstatus.Snapshot{})
 		c.metrics.desired.DeleteLabelValues(ns, name)
 		c.metrics.throughput.DeleteLabelValues(ns, name)
 		c.metrics.goodput.DeleteLabelValues(ns, name)
@@ -128,6 +129,7 @@ func (s *scalerSync) run(ctx context.Context) error {
 	}
 	s.jobStopped(snap)
 	es.Status.WorldSize, es.Status.JobGeneration = int32(min(snap.WorldSize, math.MaxInt32)), snap.Generation
+	stragglerErr := s.stragglers(ctx, snap)
 	js := readJobState(snap, c.cfg.MeasureMaxAge)
 	if js.Measurement != nil && c.history.generationAge(s.key, snap.Generation, s.now) < c.cfg.MeasureSettle {
 		js.Measurement = nil // the re-form is still in the rates
@@ -138,7 +140,7 @@ func (s *scalerSync) run(ctx context.Context) error {
 	d, err := s.decide(in, js.Measurement)
 	if err != nil {
 		s.condition(v1alpha1.ScalingActive, metav1.ConditionFalse, ReasonFailedDecide, err.Error(), corev1.EventTypeWarning)
-		return errors.Join(err, s.writeStatus(ctx))
+		return errors.Join(err, stragglerErr, s.writeStatus(ctx))
 	}
 	in.Throughput = es.Status.Throughput
 	s.measured(in)
@@ -149,12 +151,12 @@ func (s *scalerSync) run(ctx context.Context) error {
 	}
 	if desired != current {
 		if err := s.rescale(ctx, target, resource, desired, d); err != nil {
-			return errors.Join(err, s.writeStatus(ctx))
+			return errors.Join(err, stragglerErr, s.writeStatus(ctx))
 		}
 	}
 	s.condition(v1alpha1.AbleToScale, metav1.ConditionTrue, ReasonReadyForNewScale, "the controller can get and update the target's scale", "")
 	s.decided(d, desired)
-	return s.writeStatus(ctx)
+	return errors.Join(stragglerErr, s.writeStatus(ctx))
 }
 
 // decide folds m (when it is new) into the throughput history and asks

@@ -84,6 +84,9 @@ type Config struct {
 	// gone, as many of the next members (see candidacy). 0 means every
 	// member campaigns.
 	Candidates int
+	// Straggler is how the leader finds and handles members that compute
+	// slower than the job (straggler.go).
+	Straggler StragglerConfig
 	// Orderer places newcomers in the ring (the sidecar sets
 	// netopt.Orderer); nil appends them, in join order, after the
 	// survivors.
@@ -160,7 +163,73 @@ func DefaultConfig(namespace, job string) Config {
 		// 3: two successors already queued behind the leader, so losing
 		// one or two still elects a leader at once.
 		Candidates: 3,
+		Straggler:  DefaultStragglerConfig(),
 	}
+}
+
+// StragglerConfig says when the leader names a straggler: a member whose
+// trainer's compute time per step (record.Status.ComputeTimeS) is above
+// Factor times the median over the ring in at least 80 % of the last
+// Window steps (straggler.go). Detection takes 80 % of Window steps plus
+// up to one status interval (the sidecars' throttle on their status
+// writes) after the member slowed down.
+type StragglerConfig struct {
+	// Factor is how much slower than the median a member computes to
+	// count as slow; it is cleared once it is below halfway between 1 and
+	// Factor in 80 % of the last Window steps. 1.3: a rank 30 % slower costs the whole
+	// ring 30 % of its throughput (every rank waits for it), while the
+	// compute times of healthy ranks of one job spread by a few percent
+	// (0 false positives over a 10-minute run of 8 ring trainers on a
+	// busy machine, `ringside bench straggler`).
+	Factor float64
+	// Window is the steps over which a member must be slow (80 % of them)
+	// to be named, and back at pace to be cleared. 30: a garbage
+	// collection, a checkpoint write or a data loader hiccup lasts a step
+	// or a few; a throttled GPU or a noisy neighbour lasts.
+	Window int64
+	// MaxShare is the largest share of the ring's members named at once
+	// (at least one): when many members are slow together, the cause is
+	// shared (the network, the storage) and replacing members would not
+	// help. 0.25.
+	MaxShare float64
+	// Action is what the leader's finding asks for: report (name it) or
+	// replace (the member drains out of the ring, so that a new member can
+	// take its place elsewhere), the latter only where the job stays at
+	// or above its min world size without it.
+	Action record.StragglerAction
+}
+
+// DefaultStragglerConfig returns the defaults documented on
+// StragglerConfig.
+func DefaultStragglerConfig() StragglerConfig {
+	return StragglerConfig{Factor: 1.3, Window: 30, MaxShare: 0.25, Action: record.ActionReport}
+}
+
+// clearFactor is the threshold a named member returns under to be cleared.
+func (c StragglerConfig) clearFactor() float64 { return 1 + (c.Factor-1)/2 }
+
+// allowed is how many of n ring members may be named at once.
+func (c StragglerConfig) allowed(n int) int { return max(1, int(c.MaxShare*float64(n))) }
+
+// Validate reports every field out of its range.
+func (c StragglerConfig) Validate() error {
+	var errs []error
+	bad := func(field, name, format string, args ...any) {
+		errs = append(errs, record.BadField("Straggler."+field, name, format, args...))
+	}
+	if !(c.Factor > 1 && c.Factor <= 100) { // NaN fails both
+		bad("Factor", "straggler factor", "must be above 1 (a member that slow against the median) and at most 100, got %g", c.Factor)
+	}
+	if c.Window < 1 || c.Window > 1_000_000 {
+		bad("Window", "straggler window", "must be 1 to 1000000 steps, got %d", c.Window)
+	}
+	if !(c.MaxShare > 0 && c.MaxShare <= 1) {
+		bad("MaxShare", "straggler max share", "must be above 0 and at most 1 (a share of the ring's members), got %g", c.MaxShare)
+	}
+	if _, err := record.ParseStragglerAction(string(c.Action)); err != nil {
+		errs = append(errs, record.BadField("Straggler.Action", "straggler policy", "%q: want %s or %s", c.Action, record.ActionReport, record.ActionReplace))
+	}
+	return errors.Join(errs...)
 }
 
 // Prefix is the job's key prefix, ending in "/".
@@ -205,6 +274,9 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("candidates must not be negative, got %d", c.Candidates))
 	}
 	if err := c.Policy.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Straggler.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	switch p := c.Policy; {

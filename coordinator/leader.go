@@ -132,6 +132,10 @@ type leaderState struct {
 	crashes   map[string]record.Crash // each member's newest trainer crash (crash.go)
 	// seenActive: when this term first saw each active member (start.go).
 	seenActive map[string]time.Time
+	// statuses: each member's newest status; stragglers: the findings
+	// (straggler.go).
+	statuses   map[string]record.Status
+	stragglers *stragglers
 }
 
 // plan plans the generation that should follow the leader's. A stopped
@@ -191,12 +195,16 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 	if err := m.readCrashes(ctx, st, rev); err != nil {
 		return false, fmt.Errorf("read crashes: %w", err)
 	}
+	if err := m.readStragglers(ctx, st, rev); err != nil {
+		return false, fmt.Errorf("read stragglers: %w", err)
+	}
 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	memberWatch := client.Watch(wctx, membersPrefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	genWatch := client.Watch(wctx, genKey, clientv3.WithRev(rev+1))
 	crashWatch := client.Watch(wctx, cfg.Prefix()+record.CrashesDir, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	statusWatch := client.Watch(wctx, cfg.Prefix()+record.StatusDir, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 
 	c := committer{m: m, st: st, fence: fence, leaderKey: leaderKey}
 	defer c.stopTimer()
@@ -254,6 +262,16 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 				return c.committed, fmt.Errorf("crashes watch ended: %v", wr.Err())
 			}
 			m.applyCrashes(st, wr.Events)
+		case wr, ok := <-statusWatch:
+			if !ok || wr.Err() != nil {
+				return c.committed, fmt.Errorf("status watch ended: %v", wr.Err())
+			}
+			m.applyStatuses(st, wr.Events)
+			// Statuses change no plan: they only say who computes slowly.
+			if err := c.checkStragglers(ctx, time.Now()); err != nil {
+				return c.committed, err
+			}
+			continue
 		case <-c.crashC:
 			c.crashC = nil
 		case <-c.holdC:

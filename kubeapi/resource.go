@@ -93,6 +93,11 @@ func (c Resource[T, L]) Update(ctx context.Context, obj T, opts metav1.UpdateOpt
 	return out, err
 }
 
+// Delete deletes the object called name.
+func (c Resource[T, L]) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	return c.on(c.REST.Delete()).Name(name).Body(&opts).Do(ctx).Error()
+}
+
 // listTimeout is the request timeout a list or watch asks for; 0: none.
 func listTimeout(opts metav1.ListOptions) time.Duration {
 	if opts.TimeoutSeconds == nil {

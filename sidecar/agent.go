@@ -57,6 +57,7 @@ type Agent struct {
 	mu        sync.Mutex
 	gen       *record.Generation
 	changed   chan struct{} // closed and replaced when gen changes
+	firstGen  int64         // the first generation this process trained in (0: none yet)
 	draining  *api.Event
 	gossipped map[string]bool // gossip addresses joined
 	beats     heartbeats
@@ -239,6 +240,8 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 	a.wg.Go(a.detect.Wait)
 	a.wg.Go(func() { a.flushHeartbeats(runCtx) })
 	a.wg.Go(func() { a.followTrainer(runCtx) })
+	a.metrics.straggler.WithLabelValues(cfg.MemberID).Set(0)
+	a.wg.Go(func() { a.member.FollowStraggler(runCtx, a.straggling) })
 	if cfg.NodeWatch && cfg.Node != "" {
 		a.watchNode(runCtx)
 	}
@@ -349,6 +352,9 @@ func (a *Agent) generation() (*record.Generation, <-chan struct{}) {
 func (a *Agent) setGeneration(ctx context.Context, g *record.Generation) {
 	a.mu.Lock()
 	a.gen = g
+	if _, in := g.Member(a.cfg.MemberID); in && a.firstGen == 0 {
+		a.firstGen = g.Number
+	}
 	close(a.changed)
 	a.changed = make(chan struct{})
 	a.mu.Unlock()

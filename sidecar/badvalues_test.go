@@ -12,8 +12,9 @@ import (
 	"github.com/ringside/ringside/sidecar/sidecartest"
 )
 
-// counterValue reads one sample of a counter vector from g.
-func counterValue(t *testing.T, g prometheus.Gatherer, name, label, value string) float64 {
+// sampleValue reads one sample of a counter or gauge vector from g (0
+// when it is not there).
+func sampleValue(t *testing.T, g prometheus.Gatherer, name, label, value string) float64 {
 	t.Helper()
 	families, err := g.Gather()
 	if err != nil {
@@ -25,9 +26,13 @@ func counterValue(t *testing.T, g prometheus.Gatherer, name, label, value string
 		}
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return m.GetCounter().GetValue()
+				if l.GetName() != label || l.GetValue() != value {
+					continue
 				}
+				if c := m.GetCounter(); c != nil {
+					return c.GetValue()
+				}
+				return m.GetGauge().GetValue()
 			}
 		}
 	}
@@ -61,14 +66,14 @@ func TestOutOfBoundsValuesInEtcdAreIgnoredAndCounted(t *testing.T) {
 		}
 	}
 	eventually(t, "the leader counts the four members", func() bool {
-		return counterValue(t, a.Gatherer(), "ringside_invalid_records_total", "kind", "member") >= float64(len(bad))
+		return sampleValue(t, a.Gatherer(), "ringside_invalid_records_total", "kind", "member") >= float64(len(bad))
 	})
 	if _, err := cli.Put(ctx, prefix+record.GenerationKey,
 		`{"number":99,"members":[{"id":"x","addr":"127.0.0.9","rank":0,"slots":4611686018427387904},{"id":"y","addr":"127.0.0.9","rank":4611686018427387904,"slots":4611686018427387904}],"world_size":-9223372036854775808}`); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the generation counted", func() bool {
-		return counterValue(t, a.Gatherer(), "ringside_invalid_records_total", "kind", "generation") >= 1
+		return sampleValue(t, a.Gatherer(), "ringside_invalid_records_total", "kind", "generation") >= 1
 	})
 	// The leader's next commit (the bad generation's ModRevision moved its
 	// fence) must still hold w0 alone, numbered above what it held.

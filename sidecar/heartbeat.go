@@ -26,6 +26,10 @@ type heartbeats struct {
 	// says so): a flush of a heartbeat it sent before it went leaves the
 	// throughput gauge at 0.
 	detached bool
+	// computes and waits are the compute and wait times of the
+	// heartbeats since the last flush that carried them (the newest
+	// stepWindow), for the status's medians.
+	computes, waits []float64
 }
 
 const stepWindow = 64
@@ -39,6 +43,13 @@ func (a *Agent) recordHeartbeat(hb api.Heartbeat) {
 	if hb.GNS != nil {
 		v := *hb.GNS
 		b.gns = &v
+	}
+	if hb.ComputeTimeS > 0 || hb.WaitTimeS > 0 {
+		if len(b.computes) == stepWindow {
+			b.computes, b.waits = b.computes[1:], b.waits[1:]
+		}
+		b.computes = append(b.computes, hb.ComputeTimeS)
+		b.waits = append(b.waits, hb.WaitTimeS)
 	}
 	select {
 	case a.beatCh <- struct{}{}:
@@ -81,11 +92,18 @@ func (a *Agent) status() (record.Status, bool) {
 		gen = a.gen.Number
 	}
 	p := quantile.Each(b.times, 0.5, 0.9)
-	return record.Status{
+	st := record.Status{
 		Step: b.last.Step, Samples: b.last.Samples, SamplesPerSec: b.samples,
 		StepTimeS: b.last.StepTimeS, StepTimeP50S: p[0], StepTimeP90S: p[1],
 		Generation: gen, Time: b.at, GNS: b.gns,
-	}, true
+	}
+	if len(b.computes) > 0 {
+		// Medians: a step that stalled (a garbage collection, the machine
+		// busy) does not speak for the others.
+		st.ComputeTimeS, st.WaitTimeS = quantile.Of(b.computes, 0.5), quantile.Of(b.waits, 0.5)
+		b.computes, b.waits = b.computes[:0], b.waits[:0]
+	}
+	return st, true
 }
 
 // trainerPresent records whether the trainer is attached. A detached

@@ -75,3 +75,45 @@ func TestTheThroughputGaugeFollowsTheHeartbeatsAndReadsZeroOnceTheTrainerGoes(t 
 		t.Fatalf("ringside_api_trainer_attached = %g with the throughput at 0, want 0", got)
 	}
 }
+
+// The status carries the median compute and wait times of the heartbeats
+// since the previous status, so that a slow rank's compute shows however
+// often its trainer reports, and one stalled step does not speak for all.
+func TestTheStatusCarriesTheMedianComputeAndWaitSinceTheLastOne(t *testing.T) {
+	srv := etcdtest.Start(t)
+	// Long enough that the second and third heartbeats fall into one status.
+	a := sidecartest.Start(t, srv.Endpoints(), "split", "w0", func(c *sidecar.Config) { c.StatusInterval = 3 * time.Second })
+	c := newAPIClient(t, a.Socket)
+	client := etcdtest.Client(t, srv)
+	key := coordinator.DefaultConfig("default", "split").Prefix() + record.StatusDir + "w0"
+	beat := func(step int, compute, wait float64) {
+		t.Helper()
+		body := fmt.Sprintf(`{"step":%d,"samples":%d,"step_time_s":%g,"compute_time_s":%g,"wait_time_s":%g}`, step, step, compute+wait, compute, wait)
+		if resp, b := c.do("POST", "/v1/heartbeat", body); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("heartbeat: %s %s", resp.Status, b)
+		}
+	}
+	stored := func(step int64) record.Status {
+		t.Helper()
+		var st record.Status
+		eventually(t, fmt.Sprintf("the status of step %d stored", step), func() bool {
+			resp, err := client.Get(context.Background(), key)
+			if err != nil || len(resp.Kvs) == 0 {
+				return false
+			}
+			return json.Unmarshal(resp.Kvs[0].Value, &st) == nil && st.Step == step
+		})
+		return st
+	}
+	beat(1, 0.1, 0.3)
+	if st := stored(1); st.ComputeTimeS != 0.1 || st.WaitTimeS != 0.3 {
+		t.Fatalf("first status %+v, want compute 0.1 and wait 0.3", st)
+	}
+	beat(2, 0.2, 0.1)
+	beat(3, 3.5, 0.2) // a stalled step
+	beat(4, 0.25, 0.1)
+	st := stored(4)
+	if st.ComputeTimeS != 0.25 || st.WaitTimeS != 0.1 {
+		t.Fatalf("second status %+v, want the medians of steps 2 to 4: compute 0.25, wait 0.1", st)
+	}
+}

@@ -33,6 +33,7 @@ type metrics struct {
 	restarts        prometheus.Gauge
 	stopped         prometheus.Gauge
 	trainerCrashes  prometheus.Counter
+	straggler       *prometheus.GaugeVec
 }
 
 // latencyBuckets span 10 ms to ~40 s: detection and recovery times.
@@ -77,13 +78,15 @@ func newMetrics(gossipMembers, gossipSuspects func() float64) *metrics {
 		apiRefused: r.counter("ringside_api_refused_total",
 			"Trainer API requests refused because the caller is not this pod's trainer (wrong uid, no or a wrong token)."),
 		invalidRecords: r.counterVec("ringside_invalid_records_total",
-			"Malformed or out-of-bounds values read from etcd or a peer, ignored, by kind (member, generation, vote, status, eviction, crash, gossip, other).", "kind"),
+			"Malformed or out-of-bounds values read from etcd or a peer, ignored, by kind (member, generation, vote, status, eviction, crash, straggler, gossip, other).", "kind"),
 		restarts: r.gauge("ringside_coordinator_restarts",
 			"Restarts of the job after trainer crashes so far (restart mode), counted job-wide as torchrun counts max_restarts, from the newest generation."),
 		stopped: r.gauge("ringside_coordinator_job_stopped",
 			"1 once trainer crashes stopped the job (restart budget spent, or a crash loop), else 0; the sidecar's log and `ringside status` say why."),
 		trainerCrashes: r.counter("ringside_trainer_crashes_total",
 			"Crashes of this pod's trainer that `ringside exec` reported (restart mode), counted or not."),
+		straggler: r.gaugeVec("ringside_straggler",
+			"1 while the job's leader names this member a straggler (its trainer computes slower than the ring's median by the straggler factor), else 0.", "member"),
 	}
 	// The outcomes known in advance are exported at 0 from the start: an
 	// increase() over a series that appears only at its first event misses

@@ -34,7 +34,7 @@ func TestTheSidecarsMetricsPassPromtool(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the malformed member counted", func() bool {
-		return counterValue(t, a.Gatherer(), "ringside_invalid_records_total", "kind", "member") >= 1
+		return sampleValue(t, a.Gatherer(), "ringside_invalid_records_total", "kind", "member") >= 1
 	})
 
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + addr + "/metrics")

@@ -134,7 +134,33 @@ type ElasticScalerSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!has(self.scaleDown) || !has(self.scaleDown.tolerance)",message="the ElasticScaler does not use tolerance; its decisions come from marginal efficiency",fieldPath=".scaleDown.tolerance"
 	// +optional
 	Behavior *autoscalingv2.HorizontalPodAutoscalerBehavior `json:"behavior,omitempty"`
+
+	// Straggler says what the controller does when the job's leader
+	// names a worker a straggler (it computes slower than the others):
+	// an Event either way, and with policy replace the worker's pod is
+	// deleted (it drains first, losing no step) after its node is tainted
+	// ringside.dev/straggler=<job>:NoSchedule, so that its recreated pod
+	// lands elsewhere.
+	// +optional
+	Straggler *StragglerPolicy `json:"straggler,omitempty"`
 }
+
+// StragglerPolicy is what the controller does about a straggler.
+type StragglerPolicy struct {
+	// Policy is report (an Event on the ElasticScaler and the pod) or
+	// replace (also taint the straggler's node and delete its pod, where
+	// the job stays at or above its min world size without it).
+	// +kubebuilder:validation:Enum=report;replace
+	// +kubebuilder:default=report
+	// +optional
+	Policy string `json:"policy,omitempty"`
+}
+
+// The straggler policies.
+const (
+	StragglerReport  = "report"
+	StragglerReplace = "replace"
+)
 
 // JobReference names a ringside job: its key space in etcd is
 // /ringside/<namespace>/<name>/.

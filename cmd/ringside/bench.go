@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/internal/bench"
 	"github.com/ringside/ringside/internal/chaos"
 )
@@ -16,7 +17,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Measure ringside against its targets; each prints one JSON line last",
 	}
-	cmd.AddCommand(newBenchRendezvousCmd(), newBenchDetectCmd(), newBenchRecoveryCmd(), newBenchGoodputCmd(), newBenchChaosCmd(), newBenchAutoscaleCmd())
+	cmd.AddCommand(newBenchRendezvousCmd(), newBenchDetectCmd(), newBenchRecoveryCmd(), newBenchGoodputCmd(), newBenchChaosCmd(), newBenchAutoscaleCmd(), newBenchStragglerCmd())
 	return cmd
 }
 
@@ -128,6 +129,63 @@ mode through ringside.elastic.run, in restart mode (--mode restart) under
 	f.StringVar(&cfg.Fault, "fault", cfg.Fault, "kill (SIGKILL of the worker), stop (SIGSTOP of the worker: a silent peer) or trainer (SIGKILL of its trainer process alone)")
 	f.DurationVar(&cfg.Pause, "pause", cfg.Pause, "how long the full job trains before each fault (lets restart mode's --preload processes get ready)")
 	f.DurationVar(&cfg.Settle, "settle", cfg.Settle, "the leader's settle window for joins")
+	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up after this long")
+	f.BoolVar(&asJSON, "json", false, "print the result as one JSON line")
+	return cmd
+}
+
+func newBenchStragglerCmd() *cobra.Command {
+	cfg := bench.DefaultStragglerConfig()
+	var asJSON bool
+	policy := string(cfg.Straggler.Action)
+	cmd := &cobra.Command{
+		Use:   "straggler",
+		Short: "Slow one training worker down and time until the leader names it, count false positives, and measure goodput around its replacement",
+		Long: `straggler runs N workers (a sidecar process and a ring all-reduce trainer
+process each, on their own loopback addresses) against an embedded etcd, twice.
+
+First a clean run of --clean (0: none): every member the leader names a
+straggler in it is a false positive; its goodput (samples per second, every
+step counting the world size it ran at) is the reference.
+
+Then a run where one trainer computes --slow times as long from step
+--slow-from on: detect_steps counts the job's steps from that step until the
+leader named it (the window, --straggler-window, plus up to one status
+interval). With --straggler-policy replace (the default) its sidecar drains
+it out of the ring, no step lost, and a new worker takes its place, as its
+pod's controller would recreate it elsewhere; goodput is measured before the
+slow-down, while it slows the ring, while it is replaced (world-1), and for
+--after once the ring is whole again. after_vs_clean compares the last with
+the clean run.`,
+		Example: `  ringside bench straggler --workers 8 --slow 1.5 --json
+  ringside bench straggler --workers 4 --slow 1.5 --clean 30s --after 20s --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			action, err := record.ParseStragglerAction(policy)
+			if err != nil {
+				return fmt.Errorf("--straggler-policy: %w", err)
+			}
+			cfg.Straggler.Action = action
+			res, err := bench.Straggler(cmd.Context(), cfg, os.Stderr)
+			if err != nil {
+				return err
+			}
+			return bench.WriteResult(cmd.OutOrStdout(), res, asJSON)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "workers (at least 3)")
+	f.Float64Var(&cfg.Slow, "slow", cfg.Slow, "the straggler computes this many times as long as the others (above --straggler-factor)")
+	f.Int64Var(&cfg.SlowFrom, "slow-from", cfg.SlowFrom, "the straggler's first slow step")
+	f.DurationVar(&cfg.StepTime, "step-time", cfg.StepTime, "the trainers' simulated compute per step")
+	f.DurationVar(&cfg.Clean, "clean", cfg.Clean, "length of the clean run that counts false positives (0: skip it)")
+	f.DurationVar(&cfg.After, "after", cfg.After, "how long goodput is measured once the straggler's replacement trains")
+	f.DurationVar(&cfg.StatusInterval, "status-interval", cfg.StatusInterval, "the sidecars' --status-interval: detection waits up to one interval past the window")
+	f.StringVar(&policy, "straggler-policy", policy, "the sidecars' --straggler-policy: replace, or report (named only)")
+	f.Float64Var(&cfg.Straggler.Factor, "straggler-factor", cfg.Straggler.Factor, "the sidecars' --straggler-factor")
+	f.Int64Var(&cfg.Straggler.Window, "straggler-window", cfg.Straggler.Window, "the sidecars' --straggler-window (steps)")
+	f.StringVar(&cfg.TrainerBin, "trainer-bin", "", "ring trainer binary (default: ringtrainer next to ringside, or in PATH)")
+	f.StringVar(&cfg.LogDir, "log-dir", "", "keep every process's log in this directory (default: a temporary one, removed)")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up after this long")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON line")
 	return cmd

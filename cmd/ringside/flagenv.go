@@ -136,6 +136,11 @@ var (
 		"Policy.Min":    "--min",
 		"Policy.Max":    "--max",
 		"Policy.Unit":   "--unit",
+
+		"Straggler.Action":   "--straggler-policy",
+		"Straggler.Factor":   "--straggler-factor",
+		"Straggler.Window":   "--straggler-window",
+		"Straggler.MaxShare": "--straggler-max-share",
 	}
 )
 

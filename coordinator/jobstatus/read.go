@@ -44,6 +44,7 @@ type contents struct {
 	malformed  map[string]bool     // ids whose members/ value is malformed
 	beats      map[string]record.Status
 	finished   map[string]int64 // generation each member's trainer finished in
+	stragglers []Straggler
 	leader     string
 	leaderRev  int64
 	warnings   []string
@@ -70,6 +71,11 @@ func parse(prefix string, kvs []*mvccpb.KeyValue) *contents {
 			}
 		case strings.HasPrefix(rel, record.StatusDir):
 			err = c.addHeartbeat(strings.TrimPrefix(rel, record.StatusDir), kv.Value)
+		case strings.HasPrefix(rel, record.StragglersDir):
+			var f Straggler
+			if f.Member, f.Straggler, err = record.DecodeStraggler(rel, kv.Value); err == nil {
+				c.stragglers = append(c.stragglers, f)
+			}
 		case strings.HasPrefix(rel, record.ElectionDir) && len(kv.Value) > 0:
 			if err = record.ValidateID(string(kv.Value)); err != nil {
 				err = fmt.Errorf("malformed leader campaign: %w", err)
@@ -111,7 +117,7 @@ func (c *contents) addHeartbeat(id string, value []byte) error {
 // snapshot assembles the rows: the generation's members in ring order,
 // then the registered members outside it, except the standby ones.
 func (c *contents) snapshot(now time.Time) Snapshot {
-	s := Snapshot{Time: now, Leader: c.leader, Warnings: c.warnings, Members: []Member{}}
+	s := Snapshot{Time: now, Leader: c.leader, Warnings: c.warnings, Members: []Member{}, Stragglers: c.stragglers}
 	byID := make(map[string]record.MemberInfo, len(c.registered))
 	for _, info := range c.registered {
 		byID[info.ID] = info
@@ -174,6 +180,7 @@ func (c *contents) withHeartbeat(m Member, now time.Time) Member {
 	}
 	m.Step, m.SamplesPerSec, m.StepTimeP50S = hb.Step, hb.SamplesPerSec, hb.StepTimeP50S
 	m.HeartbeatGeneration, m.GNS = hb.Generation, hb.GNS
+	m.ComputeTimeS, m.WaitTimeS = hb.ComputeTimeS, hb.WaitTimeS
 	if !hb.Time.IsZero() {
 		// Clamped at 0: the sidecar's clock may run a little ahead of ours.
 		age := math.Round(max(now.Sub(hb.Time).Seconds(), 0)*1000) / 1000

@@ -326,3 +326,34 @@ func TestReadCarriesTheHeartbeatsGenerationAndGNS(t *testing.T) {
 		t.Errorf("w1: heartbeat generation %d, GNS %v; want 2 and none", w1.HeartbeatGeneration, w1.GNS)
 	}
 }
+
+func TestReadCarriesComputeTimesAndTheLeadersStragglers(t *testing.T) {
+	srv := etcdtest.Start(t)
+	client := etcdtest.Client(t, srv)
+	ctx := context.Background()
+	finding := record.Straggler{Generation: 2, SinceStep: 40, Step: 71, ComputeTimeS: 0.08, MedianComputeTimeS: 0.05, Action: record.ActionReport, Leader: "w0"}
+	keys := []kv{
+		member("w0", 1, record.StateActive), member("w1", 1, record.StateActive),
+		{"status/w1", mustJSON(record.Status{Step: 71, Generation: 2, ComputeTimeS: 0.08, WaitTimeS: 0.01, Time: time.Now()})},
+		{"stragglers/w1", mustJSON(finding)},
+		{"stragglers/w9", `{"generation":0}`},
+	}
+	for _, k := range keys {
+		if _, err := client.Put(ctx, "/ringside/default/slow/"+k.key, k.value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := Read(ctx, client, "default", "slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w1 := got.Members[1]; w1.ComputeTimeS != 0.08 || w1.WaitTimeS != 0.01 {
+		t.Errorf("w1: compute %g, wait %g; want 0.08 and 0.01", w1.ComputeTimeS, w1.WaitTimeS)
+	}
+	if len(got.Stragglers) != 1 || got.Stragglers[0].Member != "w1" || got.Stragglers[0].SinceStep != 40 {
+		t.Errorf("stragglers %+v, want w1's finding only", got.Stragglers)
+	}
+	if len(got.Warnings) != 1 || !strings.Contains(got.Warnings[0], "stragglers/w9") {
+		t.Errorf("warnings %q, want the malformed finding of w9 named", got.Warnings)
+	}
+}

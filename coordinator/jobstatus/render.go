@@ -66,6 +66,14 @@ func render(b *bytes.Buffer, s Snapshot, opts RenderOptions) {
 	if len(s.Standby) > 0 {
 		fmt.Fprintf(b, "standby: %s\n", strings.Join(s.Standby, " "))
 	}
+	for _, f := range s.Stragglers {
+		fmt.Fprintf(b, "straggler: %s computes %.2fx the ring's median (%.3fs against %.3fs per step) since step %d; %s",
+			f.Member, f.Ratio(), f.ComputeTimeS, f.MedianComputeTimeS, f.SinceStep, f.Action)
+		if f.Node != "" {
+			fmt.Fprintf(b, " (node %s)", f.Node)
+		}
+		b.WriteByte('\n')
+	}
 	for _, w := range s.Warnings {
 		fmt.Fprintf(b, "warning: %s\n", w)
 	}

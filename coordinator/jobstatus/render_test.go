@@ -56,6 +56,19 @@ func TestRenderMatchesTheGoldenFiles(t *testing.T) {
 			},
 		},
 	}, {
+		golden: "straggler",
+		s: Snapshot{
+			Job: "llama", Namespace: "default", Time: at, Generation: 4, Reason: "join w2", Leader: "w0", WorldSize: 3, Master: "10.0.0.10:29504",
+			Members: []Member{
+				{ID: "w0", Addr: "10.0.0.10", Rank: 0, Slots: 1, State: record.StateActive, Step: 140, SamplesPerSec: 13.3, StepTimeP50S: 0.075, LastHeartbeatAgeS: age(0.2)},
+				{ID: "w1", Addr: "10.0.0.11", Rank: 1, Slots: 1, State: record.StateActive, Step: 140, SamplesPerSec: 13.3, StepTimeP50S: 0.075, LastHeartbeatAgeS: age(0.3)},
+				{ID: "w2", Addr: "10.0.0.12", Rank: 2, Slots: 1, State: record.StateActive, Step: 140, SamplesPerSec: 13.3, StepTimeP50S: 0.075, LastHeartbeatAgeS: age(0.1)},
+			},
+			Stragglers: []Straggler{{Member: "w2", Straggler: record.Straggler{Generation: 4, SinceStep: 101, Step: 132,
+				ComputeTimeS: 0.075, MedianComputeTimeS: 0.05, Action: record.ActionReplace, Node: "gpu-node-7", Leader: "w0", Time: at}}},
+			Totals: Totals{SamplesPerSec: 39.9},
+		},
+	}, {
 		golden: "waiting",
 		s: Snapshot{
 			Job: "llama", Namespace: "default", Time: at,

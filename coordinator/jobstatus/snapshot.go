@@ -42,9 +42,11 @@ type Snapshot struct {
 	// order.
 	Members []Member `json:"members"`
 	// Standby lists the members the policy leaves out of the generation.
-	Standby  []string `json:"standby,omitempty"`
-	Totals   Totals   `json:"totals"`
-	Warnings []string `json:"warnings,omitempty"`
+	Standby []string `json:"standby,omitempty"`
+	// Stragglers are the members the leader names stragglers, by id.
+	Stragglers []Straggler `json:"stragglers,omitempty"`
+	Totals     Totals      `json:"totals"`
+	Warnings   []string    `json:"warnings,omitempty"`
 }
 
 // Member is one row of a snapshot. The heartbeat fields are zero when the
@@ -72,6 +74,16 @@ type Member struct {
 	// GNS is the gradient noise scale the trainer last reported, nil
 	// when it reports none.
 	GNS *float64 `json:"gns,omitempty"`
+	// ComputeTimeS and WaitTimeS split the trainer's step time into its
+	// compute and its wait for its peers (0 when it does not report them).
+	ComputeTimeS float64 `json:"compute_time_s,omitempty"`
+	WaitTimeS    float64 `json:"wait_time_s,omitempty"`
+}
+
+// Straggler is the leader's finding about one member.
+type Straggler struct {
+	Member string `json:"member"`
+	record.Straggler
 }
 
 // Totals sums the generation's members.
@@ -88,11 +100,17 @@ func Changed(prev, cur Snapshot) bool {
 
 func withoutProgress(s Snapshot) Snapshot {
 	s.Time, s.Revision, s.Totals = time.Time{}, 0, Totals{}
+	s.Stragglers = slices.Clone(s.Stragglers)
+	for i := range s.Stragglers {
+		// A finding is news; its figures as the leader updates them are not.
+		f := &s.Stragglers[i]
+		f.Step, f.ComputeTimeS, f.MedianComputeTimeS, f.Time = 0, 0, 0, time.Time{}
+	}
 	s.Members = slices.Clone(s.Members)
 	for i := range s.Members {
 		m := &s.Members[i]
 		m.Step, m.SamplesPerSec, m.StepTimeP50S, m.LastHeartbeatAgeS = 0, 0, 0, nil
-		m.HeartbeatGeneration, m.GNS = 0, nil
+		m.HeartbeatGeneration, m.GNS, m.ComputeTimeS, m.WaitTimeS = 0, nil, 0, 0
 	}
 	return s
 }

@@ -27,6 +27,9 @@ const (
 	// restart mode (Crash): a failure on the member's lease, a finish
 	// without one.
 	CrashesDir = "crashes/"
+	// StragglersDir holds stragglers/<id>: the leader's finding that
+	// member id computes slower than the job (Straggler).
+	StragglersDir = "stragglers/"
 )
 
 // Prefix is the key prefix of job in namespace, ending in "/".
@@ -77,7 +80,7 @@ func idOf(key string) string {
 
 // KindOf names what a key (relative to the job's Prefix, or absolute)
 // holds, for the count of malformed values: member, generation, vote,
-// status, eviction, crash, or other.
+// status, eviction, crash, straggler, or other.
 func KindOf(key string) string {
 	if i := indexJobKey(key); i >= 0 {
 		key = key[i:]
@@ -95,6 +98,8 @@ func KindOf(key string) string {
 		return "eviction"
 	case strings.HasPrefix(key, CrashesDir):
 		return "crash"
+	case strings.HasPrefix(key, StragglersDir):
+		return "straggler"
 	}
 	return "other"
 }

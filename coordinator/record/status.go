@@ -23,6 +23,13 @@ type Status struct {
 	// (api.Heartbeat.GNS), for the autoscaler's goodput; nil while it
 	// reports none.
 	GNS *float64 `json:"gns,omitempty"`
+	// ComputeTimeS and WaitTimeS are the medians, over the steps reported
+	// since the member's previous status, of its trainer's compute time
+	// and wait in the collectives per step (api.Heartbeat); 0 when its
+	// trainer does not report them. The leader compares the compute
+	// times across members to find a straggler.
+	ComputeTimeS float64 `json:"compute_time_s,omitempty"`
+	WaitTimeS    float64 `json:"wait_time_s,omitempty"`
 }
 
 // DecodeStatus decodes a status/<id> value and checks its bounds: no
@@ -46,7 +53,7 @@ func (st Status) Validate() error {
 	case st.Generation < 0 || st.Generation > MaxGeneration:
 		return fmt.Errorf("generation %d is out of range", st.Generation)
 	}
-	for _, f := range []float64{st.SamplesPerSec, st.StepTimeS, st.StepTimeP50S, st.StepTimeP90S} {
+	for _, f := range []float64{st.SamplesPerSec, st.StepTimeS, st.StepTimeP50S, st.StepTimeP90S, st.ComputeTimeS, st.WaitTimeS} {
 		if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
 			return fmt.Errorf("a rate or step time (%v) is negative or not finite", f)
 		}

@@ -162,7 +162,9 @@ def run_live(a, log):
                                     "commit_s": st["commit_s"]}) + "\n")
         ddp = DistributedDataParallel(state.model, device_ids=[dev.index] if dev.type == "cuda" else None)
         if a.measure_gns:
-            state.measure_gns(ddp, batch_size=a.batch)
+            state.measure_gns(ddp, batch_size=a.batch)  # times the all-reduce too
+        else:
+            state.measure_wait(ddp)  # compute and wait apart, for the leader's straggler check
         while a.steps == 0 or state.step < a.steps:
             step = state.step + 1
             loss = job.step(ddp, step, state.rank, dev)

@@ -39,6 +39,12 @@ type Config struct {
 	// stops growing linearly (the curve an autoscaler must find the knee
 	// of). 0, the default, keeps the ring's real cost only.
 	CommCostPerWorker time.Duration
+	// Slow multiplies this trainer's simulated compute (StepTime) from
+	// step SlowFrom on, as a throttled GPU or a noisy neighbour would:
+	// the straggler of `ringside bench straggler`. 1, the default, is a
+	// healthy trainer.
+	Slow     float64
+	SlowFrom int64
 	// Steps ends the run once the job's step counter reaches it; 0 trains
 	// until drained.
 	Steps int64
@@ -61,6 +67,7 @@ func DefaultConfig() Config {
 		Port:           29700,
 		Vector:         4096,
 		StepTime:       50 * time.Millisecond,
+		Slow:           1,
 		ConnectTimeout: 30 * time.Second,
 		LogLevel:       "info",
 		LogFormat:      "text",
@@ -95,6 +102,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.IntVar(&cfg.Vector, "vector", cfg.Vector, "int64 elements all-reduced every step")
 	fs.DurationVar(&cfg.StepTime, "step-time", cfg.StepTime, "simulated compute per step")
 	fs.DurationVar(&cfg.CommCostPerWorker, "comm-cost-per-worker", cfg.CommCostPerWorker, "simulated communication per step for each rank beyond the first: a step takes step-time + (world-1) x this")
+	fs.Float64Var(&cfg.Slow, "slow", cfg.Slow, "multiply this trainer's simulated compute (--step-time) by this from step --slow-from on: a straggler (1: healthy)")
+	fs.Int64Var(&cfg.SlowFrom, "slow-from", cfg.SlowFrom, "the first step that --slow slows")
 	fs.Int64Var(&cfg.Steps, "steps", cfg.Steps, "stop once the job reaches this step (0: train until drained)")
 	fs.DurationVar(&cfg.ConnectTimeout, "connect-timeout", cfg.ConnectTimeout, "how long the sidecar may be unreachable before exiting with 3")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log level: debug, info, warn or error (env RINGSIDE_LOG_LEVEL)")
@@ -135,6 +144,12 @@ func (c Config) Validate() error {
 	if c.CommCostPerWorker < 0 {
 		errs = append(errs, fmt.Errorf("--comm-cost-per-worker %s: want 0 or more", c.CommCostPerWorker))
 	}
+	if !(c.Slow >= 1 && c.Slow <= 100) { // NaN fails both
+		errs = append(errs, fmt.Errorf("--slow %g: want a factor from 1 (healthy) to 100", c.Slow))
+	}
+	if c.SlowFrom < 0 {
+		errs = append(errs, fmt.Errorf("--slow-from %d: want a step, 0 or more", c.SlowFrom))
+	}
 	if c.Steps < 0 {
 		errs = append(errs, fmt.Errorf("--steps %d: want 0 (forever) or more", c.Steps))
 	}
@@ -151,10 +166,15 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// computeTime is the simulated time of one step at world size world: the
-// compute, plus the communication that grows with the ring.
-func (c Config) computeTime(world int) time.Duration {
-	return c.StepTime + time.Duration(max(world-1, 0))*c.CommCostPerWorker
+// computeTime is the simulated time of step at world size world: the
+// compute (slowed by Slow from SlowFrom on), plus the communication that
+// grows with the ring.
+func (c Config) computeTime(world int, step int64) time.Duration {
+	compute := c.StepTime
+	if c.Slow > 1 && step >= c.SlowFrom {
+		compute = time.Duration(float64(compute) * c.Slow)
+	}
+	return compute + time.Duration(max(world-1, 0))*c.CommCostPerWorker
 }
 
 // newLogger returns the stderr logger of a validated cfg.

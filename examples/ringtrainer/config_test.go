@@ -28,6 +28,10 @@ func TestParseFlags(t *testing.T) {
 			}, ""},
 		{"a communication cost per worker", []string{"--comm-cost-per-worker", "10ms"}, nil,
 			func(c Config) bool { return c.CommCostPerWorker == 10*time.Millisecond }, ""},
+		{"a straggler", []string{"--slow", "1.5", "--slow-from", "200"}, nil,
+			func(c Config) bool { return c.Slow == 1.5 && c.SlowFrom == 200 }, ""},
+		{"a slow factor below 1", []string{"--slow", "0.5"}, nil, nil, "--slow 0.5"},
+		{"a negative slow-from", []string{"--slow-from", "-1"}, nil, nil, "--slow-from -1"},
 		{"a negative communication cost", []string{"--comm-cost-per-worker", "-1ms"}, nil, nil, "--comm-cost-per-worker -1ms"},
 		{"a local rank that is not a number", nil, map[string]string{"LOCAL_RANK": "one"}, nil, "LOCAL_RANK"},
 		{"an empty vector", []string{"--vector", "0"}, nil, nil, "--vector 0"},
@@ -66,12 +70,26 @@ func TestComputeTimeGrowsWithTheWorld(t *testing.T) {
 	for world, want := range map[int]time.Duration{
 		1: 50 * time.Millisecond, 2: 60 * time.Millisecond, 8: 120 * time.Millisecond, 0: 50 * time.Millisecond,
 	} {
-		if got := cfg.computeTime(world); got != want {
+		if got := cfg.computeTime(world, 1); got != want {
 			t.Errorf("world %d: %s, want %s", world, got, want)
 		}
 	}
 	cfg.CommCostPerWorker = 0
-	if got := cfg.computeTime(8); got != cfg.StepTime {
+	if got := cfg.computeTime(8, 1); got != cfg.StepTime {
 		t.Errorf("no communication cost: %s, want the step time %s", got, cfg.StepTime)
+	}
+}
+
+func TestASlowTrainerComputesLongerFromItsSlowStep(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.StepTime = 40 * time.Millisecond
+	cfg.CommCostPerWorker = 10 * time.Millisecond
+	cfg.Slow, cfg.SlowFrom = 1.5, 100
+	for step, want := range map[int64]time.Duration{
+		1: 50 * time.Millisecond, 99: 50 * time.Millisecond, 100: 70 * time.Millisecond, 5000: 70 * time.Millisecond,
+	} {
+		if got := cfg.computeTime(2, step); got != want {
+			t.Errorf("step %d: %s, want %s (only the compute is slowed, not the communication)", step, got, want)
+		}
 	}
 }

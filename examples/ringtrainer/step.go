@@ -80,12 +80,16 @@ func (t *trainer) step(ctx context.Context, rg *ring) error {
 	start := time.Now()
 	fill(t.vec, step, rg.rank)
 	// The forward and backward pass, and the modeled communication.
-	if !sleep(ctx, t.cfg.computeTime(rg.world)) {
+	if !sleep(ctx, t.cfg.computeTime(rg.world, step)) {
 		return ctx.Err()
 	}
+	// The all-reduce waits for the slowest rank: its time is this rank's
+	// wait, what went before is its own compute.
+	computed := time.Now()
 	if err := rg.allreduce(t.vec, opSum); err != nil {
 		return err
 	}
+	times := stepTimes{compute: computed.Sub(start), wait: time.Since(computed)}
 	if i := verify(t.vec, step, rg.world); i >= 0 {
 		t.out.step(step, rg.generation, rg.rank, rg.world, false)
 		return &exitError{exitFailed, fmt.Errorf("step %d, generation %d: element %d of the all-reduced vector is %d, want %d (the sum over %d ranks): the ring all-reduce is wrong",
@@ -94,20 +98,25 @@ func (t *trainer) step(ctx context.Context, rg *ring) error {
 	t.completed = step
 	t.samples++
 	t.out.step(step, rg.generation, rg.rank, rg.world, true)
-	t.heartbeat(ctx, rg, time.Since(start))
+	times.total = time.Since(start)
+	t.heartbeat(ctx, rg, times)
 	return nil
 }
 
+// stepTimes splits a step's time into compute and the wait in the ring.
+type stepTimes struct{ total, compute, wait time.Duration }
+
 // heartbeat reports the step to the sidecar. Only local rank 0 reports:
 // the sidecar keeps one heartbeat per member, and its slots step together.
-func (t *trainer) heartbeat(ctx context.Context, rg *ring, took time.Duration) {
+func (t *trainer) heartbeat(ctx context.Context, rg *ring, took stepTimes) {
 	if t.cfg.LocalRank != 0 {
 		return
 	}
 	// An abort of the generation must not drop the report of a step done.
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	hb := api.Heartbeat{Step: t.completed, Samples: t.samples, StepTimeS: took.Seconds(), Generation: rg.generation}
+	hb := api.Heartbeat{Step: t.completed, Samples: t.samples, StepTimeS: took.total.Seconds(), Generation: rg.generation,
+		ComputeTimeS: took.compute.Seconds(), WaitTimeS: took.wait.Seconds()}
 	if err := t.api.Heartbeat(hctx, hb); err != nil {
 		t.log.Debug("heartbeat not taken", "err", err)
 	}

@@ -1,9 +1,14 @@
 package bench
 
 import (
+	"os"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/ringside/ringside/internal/testbin"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// ringside is the binary the multi-process benchmarks' tests run, built
+// once for the package.
+var ringside string
+
+func TestMain(m *testing.M) { os.Exit(testbin.WithRingside(m, &ringside)) }

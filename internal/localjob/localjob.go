@@ -144,7 +144,11 @@ func (j *Job) Workers() map[string]*Worker {
 
 // AddWorker starts a sidecar, waits until it serves its API, then starts
 // its trainer.
-func (j *Job) AddWorker(ctx context.Context) (*Worker, error) {
+func (j *Job) AddWorker(ctx context.Context) (*Worker, error) { return j.AddWorkerArgs(ctx, nil) }
+
+// AddWorkerArgs is AddWorker with trainerArgs appended to this worker's
+// trainer command (a straggler's --slow).
+func (j *Job) AddWorkerArgs(ctx context.Context, trainerArgs []string) (*Worker, error) {
 	j.mu.Lock()
 	n := j.next
 	j.next++
@@ -172,7 +176,7 @@ func (j *Job) AddWorker(ctx context.Context) (*Worker, error) {
 		return nil, err
 	}
 	if len(j.cfg.Trainer) > 0 {
-		tr := exec.Command(j.cfg.Trainer[0], j.cfg.Trainer[1:]...)
+		tr := exec.Command(j.cfg.Trainer[0], append(j.cfg.Trainer[1:len(j.cfg.Trainer):len(j.cfg.Trainer)], trainerArgs...)...)
 		tr.Env = append(os.Environ(), "RINGSIDE_SOCKET="+w.Socket, "LOCAL_RANK=0")
 		if w.trainer, err = j.spawn(w.ID+".trainer", tr, w.ID); err != nil {
 			w.sidecar.Kill()

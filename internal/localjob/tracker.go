@@ -116,6 +116,13 @@ func (w *Tracker) Until(ctx context.Context, t time.Time) error {
 	return err
 }
 
+// Await follows the lines until done reports true (asked first and after
+// every line), ctx ends or deadline passes (zero: none); it reports
+// whether done did.
+func (w *Tracker) Await(ctx context.Context, deadline time.Time, done func() bool) (bool, error) {
+	return w.follow(ctx, deadline, nil, done)
+}
+
 // FirstStepAbove waits until a rank completed a step in a generation above
 // gen and returns when the first such step was; past deadline it returns
 // false.

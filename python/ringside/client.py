@@ -371,13 +371,26 @@ class Client:
             conn.sock.settimeout(None)  # idle streams are normal
         return EventStream(conn, resp, self.address)
 
-    def heartbeat(self, step, samples, step_time_s, generation=None, gns=None):
+    def heartbeat(self, step, samples, step_time_s, generation=None, gns=None, compute_time_s=None,
+                  wait_time_s=None):
         """Reports a completed step: the job's step counter, this member's
         samples so far, and the step's seconds; gns, when measured, is the
-        gradient noise scale (samples; finite, not negative)."""
+        gradient noise scale (samples; finite, not negative); compute_time_s
+        and wait_time_s, when measured, split the step's seconds into this
+        rank's own work and its wait in the collectives for its peers (the
+        leader compares compute times to find a straggler)."""
         body = {"step": int(step), "samples": int(samples), "step_time_s": float(step_time_s)}
         if generation:
             body["generation"] = int(generation)
+        for name, v in (("compute_time_s", compute_time_s), ("wait_time_s", wait_time_s)):
+            if v is None:
+                continue
+            v = float(v)
+            if not 0 <= v <= 86400:  # NaN fails too
+                raise ValueError("%s must be between 0 and 86400 seconds, got %r; pass None when it is not measured"
+                                 % (name, v))
+            if v > 0:
+                body[name] = v
         if gns is not None:
             gns = float(gns)
             if not math.isfinite(gns) or gns < 0:

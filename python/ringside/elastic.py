@@ -92,10 +92,17 @@ class _Session:
         g = _current.group()
         return (g is not None and g.aborted) or self.watcher.newer_than(generation) or self.watcher.lost is not None
 
-    def committed(self, state, step_time_s):
+    def committed(self, state, step_time_s, steps=1):
         gns = state._fold_gns()
+        waited = _current.take_waited()
+        compute = wait = None
+        if waited is not None:
+            # The wait in collectives is the rank's share of the step spent
+            # on its peers; the rest is its own compute.
+            wait = min(waited / max(steps, 1), step_time_s)
+            compute = step_time_s - wait
         if self.beats is not None:
-            self.beats.post(state.step, state.samples, step_time_s, state.generation, gns)
+            self.beats.post(state.step, state.samples, step_time_s, state.generation, gns, compute, wait)
         if self.checkpointer is not None and state.rank == 0:
             try:
                 self.checkpointer.committed(state)
@@ -324,6 +331,7 @@ class _Trainer:
                          r.generation, group.rank, group.world_size, src, state.step, time.monotonic() - t0)
                 state.check()
                 state._committed_at = time.monotonic()
+                _current.take_waited()  # the sync's collectives are no step's wait
                 return True, self.train_fn(state), None
             except GenerationChanged:
                 return False, None, None

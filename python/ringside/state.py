@@ -224,6 +224,42 @@ def _collective(fn, *args):
     return out
 
 
+class _Waiting:
+    """State.waiting(): marks a collective of the user's in flight."""
+
+    def __enter__(self):
+        from . import _current
+
+        self._token = _current.collective_began()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:  # a failed collective stays in flight until the group changes
+            from . import _current
+
+            _current.collective_ended(self._token)
+        return False
+
+
+def _timed_allreduce(_state, bucket):  # unannotated: DDP checks a hook's annotations against its own types
+    """DDP's default all-reduce (the mean of the bucket over the ranks),
+    timed as a collective in flight (State.measure_wait)."""
+    import torch.distributed as dist
+
+    from . import _current
+
+    t = bucket.buffer()
+    t.div_(_current.rank_world()[1])
+    token = _current.collective_began()
+    fut = dist.all_reduce(t, async_op=True).get_future()
+
+    def done(f):
+        _current.collective_ended(token)
+        return f.value()[0]
+
+    return fut.then(done)
+
+
 # Python's, numpy's and torch's random number generators.
 
 def _rng_capture():
@@ -445,7 +481,7 @@ class State:
             st["last_commit_s"] = took
             now = time.monotonic()
             if session is not None and self.step > prev:
-                session.committed(self, (now - self._committed_at) / (self.step - prev))
+                session.committed(self, (now - self._committed_at) / (self.step - prev), self.step - prev)
             self._committed_at = now
         if check:
             self.check()
@@ -510,6 +546,27 @@ class State:
             self._gns = GradientNoiseScale(smoothing)
         self._gns_batch = batch_size
         self._gns.attach(ddp)
+
+    def measure_wait(self, ddp: Any) -> None:
+        """Opts in to reporting this rank's wait in DDP's gradient
+        all-reduce apart from its compute: registers a communication hook
+        on ddp (call it in train_fn for every DistributedDataParallel module
+        built, each generation) that does what DDP's default hook does and
+        times it. From then on every heartbeat splits the step's time into
+        compute and wait, and the leader can name this member a straggler
+        when it computes for longer than the others. measure_gns times the
+        all-reduce too: use one or the other. Collectives of your own are
+        timed with `with state.waiting(): ...`."""
+        if self._gns is not None:
+            raise ValueError("measure_gns already times the all-reduce (DDP takes one communication hook): "
+                             "call measure_gns or measure_wait, not both")
+        ddp.register_comm_hook(None, _timed_allreduce)
+
+    def waiting(self) -> Any:
+        """A context manager around a collective of your own (an
+        all_reduce, a barrier): its time counts as this rank's wait for its
+        peers in the heartbeats, not as its compute."""
+        return _Waiting()
 
     @property
     def gns(self) -> Optional[float]:

@@ -79,6 +79,16 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(self.sc.failures[0]["peer"], "w0")
         self.assertEqual(self.sc.leaves, 1)
 
+    def test_heartbeat_splits_compute_and_wait_and_refuses_bad_times(self):
+        self.c.heartbeat(step=4, samples=128, step_time_s=0.25, compute_time_s=0.2, wait_time_s=0.05)
+        self.assertEqual(self.sc.heartbeats[-1], {"step": 4, "samples": 128, "step_time_s": 0.25,
+                                                  "compute_time_s": 0.2, "wait_time_s": 0.05})
+        for bad in (-0.1, float("nan"), float("inf"), 86401):
+            with self.subTest(compute_time_s=bad), self.assertRaises(ValueError) as cm:
+                self.c.heartbeat(step=5, samples=160, step_time_s=0.25, compute_time_s=bad)
+            self.assertIn("compute_time_s", str(cm.exception))
+        self.assertEqual(len(self.sc.heartbeats), 1, "a refused heartbeat was sent")
+
     def test_error_answers_carry_the_sidecars_message(self):
         with self.assertRaises(SidecarError) as cm:
             self.c.failure("")

@@ -21,6 +21,15 @@ type Heartbeat struct {
 	// gradient norms. The autoscaler reads it for the job's goodput. Absent
 	// when not measured (nil, so that a measured 0 is told apart).
 	GNS *float64 `json:"gns,omitempty"`
+	// ComputeTimeS and WaitTimeS split the step's time into the trainer's
+	// own work (forward, backward, optimizer) and its wait in the
+	// collectives for its peers, in seconds: a data-parallel step lasts as
+	// long on every rank, but only a slow rank computes for longer, while
+	// the ranks that wait for it wait for longer. The leader compares the
+	// compute times to name a straggler. 0 (left out) when the trainer
+	// does not measure them.
+	ComputeTimeS float64 `json:"compute_time_s,omitempty"`
+	WaitTimeS    float64 `json:"wait_time_s,omitempty"`
 }
 
 // maxStepTimeS bounds a step's reported time at a day: a larger value is
@@ -38,6 +47,14 @@ func (h Heartbeat) Validate() error {
 	}
 	if h.StepTimeS < 0 || h.StepTimeS > maxStepTimeS {
 		errs = append(errs, fmt.Errorf("step_time_s must be between 0 and %d, got %g", maxStepTimeS, h.StepTimeS))
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"compute_time_s", h.ComputeTimeS}, {"wait_time_s", h.WaitTimeS}} {
+		if !(f.v >= 0 && f.v <= maxStepTimeS) { // NaN fails both
+			errs = append(errs, fmt.Errorf("%s must be between 0 and %d, got %g", f.name, maxStepTimeS, f.v))
+		}
 	}
 	if h.GNS != nil && (math.IsNaN(*h.GNS) || math.IsInf(*h.GNS, 0) || *h.GNS < 0) {
 		errs = append(errs, fmt.Errorf("gns (the gradient noise scale) must be finite and not negative, got %g; leave it out when it is not measured", *h.GNS))

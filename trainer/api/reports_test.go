@@ -20,3 +20,19 @@ func TestHeartbeatGNSMustBeFiniteAndNotNegative(t *testing.T) {
 		}
 	}
 }
+
+func TestHeartbeatComputeAndWaitTimesMustBeInRange(t *testing.T) {
+	for _, tt := range []struct {
+		compute, wait float64
+		want          string // "" when valid
+	}{
+		{0, 0, ""}, {0.2, 0.05, ""}, {86400, 0, ""},
+		{-0.1, 0, "compute_time_s"}, {0, -1, "wait_time_s"},
+		{math.NaN(), 0, "compute_time_s"}, {0, math.Inf(1), "wait_time_s"}, {86401, 0, "compute_time_s"},
+	} {
+		err := Heartbeat{Step: 1, ComputeTimeS: tt.compute, WaitTimeS: tt.wait}.Validate()
+		if (err == nil) != (tt.want == "") || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("Validate with compute %g, wait %g = %v, want an error naming %q", tt.compute, tt.wait, err, tt.want)
+		}
+	}
+}
