@@ -205,9 +205,9 @@ class Heartbeats:
         self._thread = threading.Thread(target=self._run, name="ringside-heartbeats", daemon=True)
         self._thread.start()
 
-    def post(self, step, samples, step_time_s, generation, gns=None):
+    def post(self, step, samples, step_time_s, generation, gns=None, skipped_steps=0):
         with self._lock:
-            self._pending = (step, samples, step_time_s, generation, gns)
+            self._pending = (step, samples, step_time_s, generation, gns, skipped_steps)
         self._wake.set()
 
     def stop(self):

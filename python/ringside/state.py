@@ -28,6 +28,7 @@ save(path) and load(path) keep the commit on disk in the same format.
 
 import copy
 import hashlib
+import logging
 import os
 import random
 import sys
@@ -37,6 +38,8 @@ from typing import Any, Optional
 
 from . import _codec
 from .errors import CollectiveFailed, StateCorrupt
+
+_log = logging.getLogger("ringside")
 
 
 class Interrupted(BaseException):
@@ -54,7 +57,8 @@ class DrainRequested(Interrupted):
 
 
 _RESERVED = {"model", "optimizer", "step", "samples", "rank", "world_size", "local_rank", "generation", "member",
-             "register", "commit", "restore", "sync", "check", "save", "load", "digest", "checksum", "measure_gns", "gns"}
+             "register", "commit", "restore", "sync", "check", "save", "load", "digest", "checksum", "measure_gns", "gns",
+             "batch", "batch_policy", "is_main", "summary", "guard", "stats", "commit_every", "committed_step"}
 
 
 def is_stateful(obj):
@@ -290,10 +294,15 @@ class State:
 
     While run() trains, rank, world_size, local_rank, generation and member
     describe the current group.
+
+    batch_policy (ringside.batch.KeepGlobalBatch or KeepPerRankBatch) says
+    what the global batch and the learning rate become when the world size
+    changes; run() puts it in force at each generation boundary and
+    state.batch is the plan in force (a ringside.batch.BatchPlan).
     """
 
     def __init__(self, model: Any, optimizer: Any = None, *, rng: bool = True, commit_every: int = 1,
-                 **fields: Any) -> None:
+                 batch_policy: Any = None, **fields: Any) -> None:
         for k in fields:
             if k in _RESERVED or k.startswith("_"):
                 raise ValueError("State field %r is reserved; pick another name" % k)
@@ -310,9 +319,17 @@ class State:
         self._params_sha = None  # of the last commit's model, once a sync asked for it
         self._gns = None  # a GradientNoiseScale once measure_gns was called
         self._gns_batch = None
-        self.stats = {"commits": 0, "commit_s": 0.0, "last_commit_s": 0.0, "sync_bytes": 0, "last_sync_bytes": 0}
+        self.stats = {"commits": 0, "commit_s": 0.0, "last_commit_s": 0.0, "sync_bytes": 0, "last_sync_bytes": 0,
+                      "skipped_steps": 0, "generations": 0}
         self._fields = []
         self._objects = {}
+        self.batch_policy = batch_policy
+        self.batch = None  # the BatchPlan in force, once run() formed a group
+        if batch_policy is not None:
+            if not (is_stateful(batch_policy) and callable(getattr(batch_policy, "apply", None))):
+                raise TypeError("State(batch_policy=...) needs a ringside.batch policy (KeepGlobalBatch, "
+                                "KeepPerRankBatch), got %s" % type(batch_policy).__name__)
+            self._objects["batch_policy"] = batch_policy
         for k, v in fields.items():
             if is_stateful(v):
                 self._objects[k] = v
@@ -459,6 +476,91 @@ class State:
     def restore(self) -> None:
         """Goes back to the last commit."""
         self._apply(self._snapshot)
+
+    # The generation boundary and the everyday helpers.
+
+    def _enter_generation(self):
+        """Called by run() once a new group holds the synced commit, before
+        train_fn: puts the batch policy in force for the new world."""
+        self.stats["generations"] += 1
+        if self.batch_policy is not None:
+            from .batch import apply_to_state
+
+            self.batch = apply_to_state(self.batch_policy, self)
+            if self.is_main:
+                _log.info("generation %d: %s", self.generation, self.batch.describe())
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this process is rank 0 of the current group (the one that
+        logs, prints and writes the files meant once per job)."""
+        return self.rank == 0
+
+    def guard(self, loss: Any = None) -> bool:
+        """The skip-step guard: call it after backward(), before the
+        optimizer's step. True when the loss (if given) and every gradient
+        of the model are finite on every rank; the ranks agree through one
+        small all-reduce, so they all step or all skip. Otherwise the step
+        is rolled back: the model, the optimizer, the registered objects
+        (schedulers, scalers), the fields and the random generators go back
+        to the last commit and the gradients are cleared, so the non-finite
+        values never reach a commit; samplers keep their progress (the
+        skipped batch counts as seen, as a loss scaler skips an overflowing
+        step). It returns False then: skip optimizer.step() and the step
+        counter, then record the batch and commit as usual.
+        stats["skipped_steps"] counts the skips."""
+        import torch
+
+        what = None
+        if loss is not None and not bool(torch.isfinite(torch.as_tensor(loss).detach()).all()):
+            what = "loss"
+        else:
+            for p in self.model.parameters():
+                if p.grad is not None and not bool(torch.isfinite(p.grad).all()):
+                    what = "gradient"
+                    break
+        bad = what is not None
+        if self._session is not None or _distributed():
+            import torch.distributed as dist
+
+            _, _, backend = _session_group()
+            dev = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+            flag = torch.tensor([1.0 if bad else 0.0], device=dev)
+            _collective(dist.all_reduce, flag, dist.ReduceOp.MAX)
+            bad = bool(flag.item() > 0)
+        if not bad:
+            return True
+        keep = {k: o.state_dict() for k, o in self._objects.items() if callable(getattr(o, "set_rounds", None))}
+        self.restore()
+        for k, sd in keep.items():
+            self._objects[k].load_state_dict(sd)
+        for p in self.model.parameters():
+            p.grad = None
+        self.stats["skipped_steps"] += 1
+        _log.warning("skipped a step with a non-finite %s: rolled back to the commit of step %d (%d skipped so far)",
+                     what or "value on another rank", self.committed_step, self.stats["skipped_steps"])
+        return False
+
+    def summary(self) -> str:
+        """A few lines for the user's log: where the job is, the group, the
+        batch and learning rate in force, and what commits, syncs and skips
+        cost so far."""
+        st = self.stats
+        lines = ["step %d (committed %d), %d samples on this member; generation %d, rank %d of %d%s"
+                 % (self.step, self.committed_step, self.samples, self.generation, self.rank, self.world_size,
+                    " (member %s)" % self.member if self.member else "")]
+        if self.batch is not None:
+            lines.append("batch: " + self.batch.describe())
+        lrs = sorted({g["lr"] for g in getattr(self.optimizer, "param_groups", []) if "lr" in g})
+        if lrs:
+            lines.append("learning rate: %s" % ", ".join("%.6g" % lr for lr in lrs))
+        per = st["commit_s"] / st["commits"] if st["commits"] else 0.0
+        lines.append("commits: %d, %.2f ms each; syncs moved %d bytes; %d generations joined; %d steps skipped "
+                     "(non-finite)" % (st["commits"], per * 1e3, st["sync_bytes"], st["generations"],
+                                       st["skipped_steps"]))
+        if "checkpoint_failures" in st:
+            lines.append("checkpoint failures: %d" % st["checkpoint_failures"])
+        return "\n".join(lines)
 
     # On disk.
 
@@ -652,6 +754,14 @@ class State:
             snap["rng"] = self._snapshot["rng"]  # this rank's own streams go on
         self._replace(snap)
         return None
+
+
+def _distributed():
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return False
+    return dist.is_available() and dist.is_initialized()
 
 
 def _session_group():

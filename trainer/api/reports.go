@@ -21,6 +21,10 @@ type Heartbeat struct {
 	// gradient norms. The autoscaler reads it for the job's goodput. Absent
 	// when not measured (nil, so that a measured 0 is told apart).
 	GNS *float64 `json:"gns,omitempty"`
+	// SkippedSteps counts the steps this trainer process rolled back
+	// instead of committing (non-finite loss or gradients), since it
+	// started; absent: none (or an older client).
+	SkippedSteps int64 `json:"skipped_steps,omitempty"`
 }
 
 // maxStepTimeS bounds a step's reported time at a day: a larger value is
@@ -38,6 +42,9 @@ func (h Heartbeat) Validate() error {
 	}
 	if h.StepTimeS < 0 || h.StepTimeS > maxStepTimeS {
 		errs = append(errs, fmt.Errorf("step_time_s must be between 0 and %d, got %g", maxStepTimeS, h.StepTimeS))
+	}
+	if h.SkippedSteps < 0 {
+		errs = append(errs, fmt.Errorf("skipped_steps must not be negative, got %d", h.SkippedSteps))
 	}
 	if h.GNS != nil && (math.IsNaN(*h.GNS) || math.IsInf(*h.GNS, 0) || *h.GNS < 0) {
 		errs = append(errs, fmt.Errorf("gns (the gradient noise scale) must be finite and not negative, got %g; leave it out when it is not measured", *h.GNS))

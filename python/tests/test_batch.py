@@ -1,0 +1,197 @@
+"""Batch policies (ringside.batch): the plan of each world size, and the
+learning rate and sampler rounds they put in force, alone and in a real
+4 -> 3 -> 5 job (a drain, then two joins) for both policies."""
+
+import os
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from ringside import batch  # noqa: E402
+from test_elastic import Harness  # noqa: E402
+from torchreq import require_torch  # noqa: E402
+
+POLICY_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "policy_worker.py")
+
+
+class PlanTest(unittest.TestCase):
+    def test_keep_global_batch_shares_it_and_accumulates_past_the_micro_batch(self):
+        p = batch.KeepGlobalBatch(60, micro_batch=8)
+        cases = {  # world: (shares by rank, accumulation steps)
+            4: ([15] * 4, 2),
+            3: ([20] * 3, 3),
+            5: ([12] * 5, 2),
+            7: ([9, 9, 9, 9, 8, 8, 8], 2),
+        }
+        for world, (shares, accum) in cases.items():
+            plans = [p.plan(r, world) for r in range(world)]
+            self.assertEqual([x.batch_size for x in plans], shares, "world %d" % world)
+            self.assertEqual({x.accum_steps for x in plans}, {accum}, "world %d" % world)
+            self.assertEqual({(x.global_batch, x.lr_scale) for x in plans}, {(60, 1.0)})
+            # The loss weights make DDP's average of the ranks' weighted means the global mean.
+            self.assertAlmostEqual(sum(x.loss_weight(x.batch_size) for x in plans) / world, 1.0)
+
+    def test_micro_batches_cut_a_rank_share_evenly(self):
+        plan = batch.KeepGlobalBatch(60, micro_batch=8).plan(1, 3)
+        parts = plan.micro_batches(list(range(20)))
+        self.assertEqual([len(x) for x in parts], [7, 7, 6])
+        self.assertEqual(sum(parts, []), list(range(20)))
+
+    def test_keep_per_rank_batch_scales_the_lr_by_its_rule(self):
+        cases = {
+            "linear": {4: 1.0, 3: 0.75, 5: 1.25, 8: 2.0},
+            "sqrt": {4: 1.0, 3: 0.75 ** 0.5, 5: 1.25 ** 0.5},
+            "none": {4: 1.0, 3: 1.0, 5: 1.0},
+        }
+        for rule, want in cases.items():
+            p = batch.KeepPerRankBatch(16, lr_scaling=rule)
+            for world, scale in want.items():
+                plan = p.plan(0, world)
+                self.assertEqual((plan.global_batch, plan.batch_size, plan.accum_steps), (16 * world, 16, 1))
+                self.assertAlmostEqual(plan.lr_scale, scale, msg="%s at world %d" % (rule, world))
+        own = batch.KeepPerRankBatch(8, lr_scaling=lambda r: min(r, 1.5), base_world=2)
+        self.assertEqual([own.plan(0, w).lr_scale for w in (1, 2, 3, 4)], [0.5, 1.0, 1.5, 1.5])
+
+    def test_bad_policies_are_refused_naming_what_is_wrong(self):
+        for make, words in [
+            (lambda: batch.KeepGlobalBatch(0), "global_batch must be a positive integer"),
+            (lambda: batch.KeepGlobalBatch(64, micro_batch=-1), "micro_batch must be a positive integer"),
+            (lambda: batch.KeepPerRankBatch(16, lr_scaling="cubic"), "lr_scaling 'cubic' is not one of linear"),
+            (lambda: batch.KeepPerRankBatch(16, lr_scaling=3), "must be a rule's name or a callable"),
+            (lambda: batch.KeepGlobalBatch(4).plan(0, 5), "a world of 5 ranks cannot share a global batch of 4"),
+            (lambda: batch.KeepPerRankBatch(4, lr_scaling=lambda r: -r).plan(0, 2), "gave -1.0"),
+        ]:
+            with self.assertRaises((ValueError, TypeError)) as cm:
+                make()
+            self.assertIn(words, str(cm.exception))
+
+
+@require_torch
+class ApplyTest(unittest.TestCase):
+    def test_lr_and_scheduler_follow_the_factor_and_restore_with_the_commit(self):
+        import torch
+
+        from ringside import elastic
+
+        m = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 ** s)
+        sampler = elastic.ElasticSampler(100, shuffle=False)
+        pol = batch.KeepPerRankBatch(4, lr_scaling="linear")
+        state = elastic.State(m, opt, batch_policy=pol, sched=sched, sampler=sampler)
+        state.rank, state.world_size = 0, 2
+        state._enter_generation()  # the base world: 2
+        self.assertAlmostEqual(opt.param_groups[0]["lr"], 0.1)
+        self.assertEqual((sampler.batch_size, sampler.global_batch), (4, None))
+        state.commit(check=False)
+        state.world_size = 4
+        state._enter_generation()
+        self.assertAlmostEqual(opt.param_groups[0]["lr"], 0.2)
+        opt.step()
+        sched.step()  # the scheduler keeps the scaled base: 0.2 * 0.5
+        self.assertAlmostEqual(opt.param_groups[0]["lr"], 0.1)
+        self.assertEqual(state.batch.global_batch, 16)
+        # The generation broke before its first commit: LR, factor and
+        # scheduler all go back together; the next world applies from there.
+        state.restore()
+        self.assertAlmostEqual(opt.param_groups[0]["lr"], 0.1)
+        self.assertEqual(pol.lr_scale, 1.0)
+        state.world_size = 3
+        state._enter_generation()
+        self.assertAlmostEqual(opt.param_groups[0]["lr"], 0.15)
+        self.assertAlmostEqual(sched.base_lrs[0], 0.15)
+
+    def test_keep_global_batch_sets_the_sampler_rounds(self):
+        import torch
+
+        from ringside import elastic
+
+        m = torch.nn.Linear(2, 1)
+        sampler = elastic.ElasticSampler(100, shuffle=False)
+        state = elastic.State(m, torch.optim.SGD(m.parameters(), lr=0.1),
+                              batch_policy=batch.KeepGlobalBatch(10), sampler=sampler)
+        state.rank, state.world_size = 0, 3
+        state._enter_generation()
+        self.assertEqual(sampler.global_batch, 10)
+        self.assertEqual(state.batch.batch_size, 4)
+        self.assertIn("global batch 10", state.summary())
+
+
+def _by(lines, key):
+    out = {}
+    for d in lines:
+        out.setdefault(key(d), []).append(d)
+    return out
+
+
+@require_torch
+class ResizeTest(unittest.TestCase):
+    """4 ranks, a drain (3), two joins (5): the plan and the LR of each
+    generation, and the samples every committed step trained in all."""
+
+    def resize(self, port, args, steps=14):
+        h = Harness(self, port=port)
+        ws = [h.add(args=args, worker=POLICY_WORKER, steps=steps) for _ in range(4)]
+        h.job.commit(ws)
+        h.all_step(ws, 1, min_step=3)
+        h.sidecars["w3"].drain("SIGTERM")
+        h.wait("w3 to stop", lambda ls: any(d.get("event") == "plan" for d in ls) and self._stopped(h, "w3"))
+        h.job.commit(ws[:3], reason="w3 drained")
+        h.all_step(ws[:3], 2, min_step=h.last_step("w0") + 2)
+        new = [h.add(args=args, worker=POLICY_WORKER, steps=steps) for _ in range(2)]
+        h.job.commit(ws[:3] + new, reason="join")
+        for w in ws[:3] + new:
+            self.assertEqual(h.procs[w].wait(90), 0, h.log(w))
+        self.assertEqual(h.procs["w3"].wait(30), 0, h.log("w3"))
+        lines = list(h.lines)
+        plans = {(d["generation"], d["rank"]): d for d in lines if d.get("event") == "plan"}
+        steps_by = _by([d for d in lines if "sum_ok" in d], lambda d: (d["generation"], d["step"]))
+        return plans, steps_by, lines
+
+    def _stopped(self, h, wid):
+        # A drained trainer stops stepping after its commit; it leaves once
+        # the generation without it comes.
+        with h.cond:
+            ts = [d["t"] for d in h.lines if d["worker"] == wid and "sum_ok" in d]
+        return ts and time.time() - ts[-1] > 0.5
+
+    def check_steps(self, steps_by, world_of, global_of):
+        full = 0
+        for (gen, step), ds in steps_by.items():
+            if len(ds) != world_of[gen]:
+                continue  # a step some rank had not committed when its generation ended
+            full += 1
+            self.assertEqual(sum(d["n"] for d in ds), global_of[gen], "generation %d step %d" % (gen, step))
+            self.assertEqual(len({d["checksum"] for d in ds}), 1, "ranks disagree at step %d" % step)
+        self.assertGreaterEqual(full, 8)
+
+    def test_keep_global_batch(self):
+        plans, steps_by, _ = self.resize(29500, ["--policy", "global", "--global-batch", "60", "--micro-batch", "8"])
+        want = {1: (4, 15, 2), 2: (3, 20, 3), 3: (5, 12, 2)}  # world, per-rank batch, accumulation steps
+        for gen, (world, per, accum) in want.items():
+            for r in range(world):
+                d = plans[(gen, r)]
+                self.assertEqual((d["world"], d["global_batch"], d["batch_size"], d["accum_steps"]),
+                                 (world, 60, per, accum), "generation %d rank %d" % (gen, r))
+                self.assertAlmostEqual(d["lr"], 0.1)
+        self.check_steps(steps_by, {1: 4, 2: 3, 3: 5}, {1: 60, 2: 60, 3: 60})
+
+    def test_keep_per_rank_batch_with_linear_lr(self):
+        plans, steps_by, _ = self.resize(29520, ["--policy", "perrank", "--batch", "16", "--lr-scaling", "linear"])
+        want = {1: (4, 64, 0.1), 2: (3, 48, 0.075), 3: (5, 80, 0.125)}  # world, global batch, LR
+        for gen, (world, glob, lr) in want.items():
+            for r in range(world):
+                d = plans[(gen, r)]
+                self.assertEqual((d["world"], d["global_batch"], d["batch_size"], d["accum_steps"]),
+                                 (world, glob, 16, 1), "generation %d rank %d" % (gen, r))
+                self.assertAlmostEqual(d["lr"], lr, msg="generation %d rank %d" % (gen, r))
+        self.check_steps(steps_by, {1: 4, 2: 3, 3: 5}, {1: 64, 2: 48, 3: 80})
+        for (gen, _), ds in steps_by.items():
+            for d in ds:
+                self.assertAlmostEqual(d["lr"], want[gen][2])
+
+
+if __name__ == "__main__":
+    unittest.main()
