@@ -120,6 +120,8 @@ class _Session:
         gns = state._fold_gns()
         if self.beats is not None:
             self.beats.post(state.step, state.samples, step_time_s, state.generation, gns, state.stats["skipped_steps"])
+        if self.checkpointer is not None and state._shards is not None:
+            state._checkpoint_shard(self.checkpointer.directory, self.checkpointer.every)
         if self.checkpointer is not None and state.rank == 0:
             try:
                 self.checkpointer.committed(state)
@@ -342,6 +344,7 @@ class _Trainer:
         await_drain = True
         try:
             try:
+                state._shards = None  # the last group's adapter: train_fn attaches this one's (State.shard)
                 src = state.sync()
                 group.formed()
                 _log.info("generation %d: rank %d of %d, formed and synced from rank %d at step %d in %.3fs",

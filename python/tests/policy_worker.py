@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import sys
+import time
 import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -36,8 +37,10 @@ def sample(i):
 
 
 def build(lr):
+    """The model and its optimizer, the same on every rank (and in a test's
+    reference run)."""
     torch.manual_seed(0)
-    model = nn.Linear(FEATURES, 1)
+    model = nn.Sequential(nn.Linear(FEATURES, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 1))
     return model, torch.optim.Adam(model.parameters(), lr=lr)
 
 
@@ -60,6 +63,12 @@ def main():
     p.add_argument("--dataset", type=int, default=100000)
     p.add_argument("--nan-at", type=int, default=0)
     p.add_argument("--no-guard", action="store_true")
+    p.add_argument("--zero", action="store_true", help="shard the optimizer state (ZeroRedundancyOptimizer)")
+    p.add_argument("--hold", action="append", default=[], metavar="STEP:GENERATION",
+                   help="at STEP in GENERATION, wait for the next generation (or a drain) before training on")
+    p.add_argument("--replicas", type=int, default=1)
+    p.add_argument("--checkpoint-dir", default=None)
+    p.add_argument("--checkpoint-every", type=int, default=2)
     a = p.parse_args()
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     logging.basicConfig(level=os.environ.get("TEST_LOG_LEVEL", "INFO"), stream=sys.stderr,
@@ -67,9 +76,28 @@ def main():
     torch.set_num_threads(1)
     model, opt = build(a.lr)
     sampler = elastic.ElasticSampler(a.dataset, shuffle=True, seed=5)
-    state = elastic.State(model, opt, batch_policy=policy_of(a), sampler=sampler, nan_done=False)
+    state = elastic.State(model, None if a.zero else opt, batch_policy=policy_of(a), sampler=sampler, nan_done=False)
+
+    holds = {tuple(int(x) for x in h.split(":")) for h in a.hold}
+
+    def hold(state):
+        # The test resizes the job here: nothing is trained meanwhile.
+        if (state.step, state.generation) in holds:
+            emit(event="hold", generation=state.generation, rank=state.rank, step=state.step)
+            while True:
+                state.check()
+                time.sleep(0.02)
 
     def train(state):
+        nonlocal opt
+        if a.zero:
+            from torch.distributed.optim import ZeroRedundancyOptimizer
+
+            opt = ZeroRedundancyOptimizer(state.model.parameters(), torch.optim.Adam, lr=a.lr)
+            state.shard(opt, replicas=a.replicas)
+            emit(event="shard", generation=state.generation, rank=state.rank, step=state.step,
+                 owned=sorted({int(p.name.split("/")[0]) for p in state._shard["pieces"]}),
+                 restores=state.stats["shard_restores"])
         plan = state.batch
         emit(event="plan", generation=state.generation, rank=state.rank, world=state.world_size, step=state.step,
              global_batch=plan.global_batch, batch_size=plan.batch_size, accum_steps=plan.accum_steps,
@@ -78,6 +106,7 @@ def main():
         ddp = DistributedDataParallel(state.model)
         while a.steps == 0 or state.step < a.steps:
             for idx in sampler.batches():
+                hold(state)
                 xs, ys = zip(*(sample(i) for i in idx))
                 x, y = torch.stack(xs), torch.stack(ys)
                 if a.nan_at and state.step + 1 == a.nan_at and state.rank == 1 and not state.nan_done:
@@ -119,7 +148,8 @@ def main():
 
     try:
         out = elastic.run(train, state, socket=a.socket, connect_timeout=10, reform_after=2.0, form_timeout=20.0,
-                          timeout=COLLECTIVE_TIMEOUT_S)
+                          timeout=COLLECTIVE_TIMEOUT_S, checkpoint_dir=a.checkpoint_dir,
+                          checkpoint_every=a.checkpoint_every)
     except Exception as e:
         emit(event="error", type=type(e).__name__, message=str(e))
         traceback.print_exc()

@@ -68,6 +68,13 @@ class PlanTest(unittest.TestCase):
             self.assertIn(words, str(cm.exception))
 
 
+def holding(lines, generation):
+    return {d["worker"] for d in lines if d.get("event") == "hold" and d["generation"] == generation}
+
+
+HOLDS = ["--hold", "3:1", "--hold", "6:2"]  # where the job is resized: a drain at step 3, two joins at step 6
+
+
 @require_torch
 class ApplyTest(unittest.TestCase):
     def test_lr_and_scheduler_follow_the_factor_and_restore_with_the_commit(self):
@@ -132,14 +139,15 @@ class ResizeTest(unittest.TestCase):
     generation, and the samples every committed step trained in all."""
 
     def resize(self, port, args, steps=14):
+        args = list(args) + HOLDS
         h = Harness(self, port=port)
         ws = [h.add(args=args, worker=POLICY_WORKER, steps=steps) for _ in range(4)]
         h.job.commit(ws)
-        h.all_step(ws, 1, min_step=3)
+        h.wait("4 ranks to hold at step 3", lambda ls: len(holding(ls, 1)) == 4)
         h.sidecars["w3"].drain("SIGTERM")
-        h.wait("w3 to stop", lambda ls: any(d.get("event") == "plan" for d in ls) and self._stopped(h, "w3"))
+        h.wait("w3 to drain", lambda _: "drain: stopped" in h.log("w3"))
         h.job.commit(ws[:3], reason="w3 drained")
-        h.all_step(ws[:3], 2, min_step=h.last_step("w0") + 2)
+        h.wait("3 ranks to hold at step 6", lambda ls: len(holding(ls, 2)) == 3)
         new = [h.add(args=args, worker=POLICY_WORKER, steps=steps) for _ in range(2)]
         h.job.commit(ws[:3] + new, reason="join")
         for w in ws[:3] + new:
@@ -150,12 +158,6 @@ class ResizeTest(unittest.TestCase):
         steps_by = _by([d for d in lines if "sum_ok" in d], lambda d: (d["generation"], d["step"]))
         return plans, steps_by, lines
 
-    def _stopped(self, h, wid):
-        # A drained trainer stops stepping after its commit; it leaves once
-        # the generation without it comes.
-        with h.cond:
-            ts = [d["t"] for d in h.lines if d["worker"] == wid and "sum_ok" in d]
-        return ts and time.time() - ts[-1] > 0.5
 
     def check_steps(self, steps_by, world_of, global_of):
         full = 0
