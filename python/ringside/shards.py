@@ -56,13 +56,20 @@ class ShardLost(RingsideError):
 class Piece:
     """Rows [start, stop) of the tensor name, whose global shape is shape."""
 
-    __slots__ = ("name", "start", "stop", "shape", "tensor")
+    __slots__ = ("name", "start", "stop", "shape", "dtype", "tensor")
 
-    def __init__(self, name, start, stop, shape, tensor=None):
+    def __init__(self, name, start, stop, shape, tensor=None, dtype=None):
         self.name, self.start, self.stop, self.shape, self.tensor = name, int(start), int(stop), tuple(shape), tensor
+        self.dtype = dtype if dtype is not None else (str(tensor.dtype).replace("torch.", "") if tensor is not None
+                                                      else None)
 
     def meta(self):
-        return [self.name, self.start, self.stop, list(self.shape)]
+        return [self.name, self.start, self.stop, list(self.shape), self.dtype]
+
+    @classmethod
+    def of(cls, meta, tensor=None):
+        name, start, stop, shape, dtype = meta
+        return cls(name, start, stop, shape, tensor, dtype)
 
 
 def rows_of(shape):
@@ -102,14 +109,13 @@ class ZeroAdapter:
         return out
 
     def needs(self, inventory):
-        """The pieces this rank's partition needs, given every name the
-        group holds (name -> shape)."""
+        """The pieces this rank's partition needs, given every piece the
+        group holds (name -> Piece)."""
         owned = self._owned()
         out = []
-        for name, shape in sorted(inventory.items()):
-            i = int(name.split("/", 1)[0])
-            if i in owned:
-                out.append(Piece(name, 0, rows_of(shape), shape))
+        for name, held in sorted(inventory.items()):
+            if int(name.split("/", 1)[0]) in owned:
+                out.append(Piece(name, 0, rows_of(held.shape), held.shape, dtype=held.dtype))
         return out
 
     def load(self, got):
@@ -124,24 +130,25 @@ class ZeroAdapter:
         for p, s in state.items():
             opt.state[p] = s
 
-    def owners(self):
-        return "ZeroRedundancyOptimizer"
-
 
 class DTensorAdapter:
     """The state dicts of an FSDP2 model (fully_shard, torch >= 2.2) and its
     optimizer, through torch.distributed.checkpoint.state_dict: every
-    DTensor sharded on dimension 0 over a 1-D mesh (FSDP2's layout), each
-    rank holding the rows torch.chunk gives it; anything else (plain
-    tensors, numbers) is replicated."""
+    DTensor sharded on dimension 0 over a 1-D mesh (FSDP2's layout), rank r
+    holding the rows torch.chunk gives it; anything else (plain tensors,
+    numbers, the param groups) is replicated, and committed with the rest
+    of the commit. Nested names are joined with "/", a list's items as
+    "#i"."""
 
     covers_model = True  # the model's state is in the shards: the State's commit leaves it out
 
     def __init__(self, model, optimizer=None):
         self.model, self.optimizer = model, optimizer
+        self._replicated = None
+        self._shapes = {}  # {name: global shape} of the pieces pieces() and needs() named
 
     def _state_dicts(self):
-        from torch.distributed.checkpoint.state_dict import get_state_dict, get_model_state_dict
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
 
         if self.optimizer is None:
             return {"model": get_model_state_dict(self.model)}
@@ -149,16 +156,15 @@ class DTensorAdapter:
         return {"model": msd, "optim": osd}
 
     def _flat(self):
-        """{name: value} over the state dicts, nested names joined by '/'."""
         out = {}
 
         def walk(prefix, v):
             if isinstance(v, dict):
                 for k, x in v.items():
                     walk("%s/%s" % (prefix, k), x)
-            elif isinstance(v, (list, tuple)) and not _is_tensor(v):
+            elif isinstance(v, list):
                 for k, x in enumerate(v):
-                    walk("%s/%d" % (prefix, k), x)
+                    walk("%s/#%d" % (prefix, k), x)
             else:
                 out[prefix] = v
 
@@ -166,87 +172,115 @@ class DTensorAdapter:
             walk(k, sd)
         return out
 
-    @staticmethod
-    def _rows(dt):
-        """(start, stop, global shape) of this rank's rows of DTensor dt."""
-        shape = tuple(dt.shape)
-        mesh = dt.device_mesh
-        if mesh.ndim != 1 or len(dt.placements) != 1:
-            raise ValueError("sharded state: only 1-D meshes (FSDP2 over one group) are supported, got %s" % (mesh,))
-        pl = dt.placements[0]
-        if pl.is_replicate():
-            return 0, rows_of(shape), shape
-        if not (pl.is_shard() and pl.dim == 0):
-            raise ValueError("sharded state: only Shard(0) and Replicate placements are supported, got %s" % (pl,))
-        n, world, rank = rows_of(shape), mesh.size(), mesh.get_local_rank()
-        chunk = -(-n // world) if n else 0
-        start = min(n, rank * chunk)
-        return start, min(n, start + chunk), shape
+    def _mesh(self):
+        for p in self.model.parameters():
+            if _is_dtensor(p):
+                return p.device_mesh
+        raise ValueError("sharded state: the model has no DTensor parameters (is it fully_shard()ed?)")
 
-    def _is_dtensor(self, v):
-        return type(v).__name__ == "DTensor"
+    @staticmethod
+    def _chunk(rows, world, rank):
+        c = -(-rows // world) if rows else 0
+        start = min(rows, rank * c)
+        return start, min(rows, start + c)
 
     def replicated(self):
-        return {k: v for k, v in self._flat().items() if not self._is_dtensor(v)}
+        return {k: v for k, v in self._flat().items() if not _is_dtensor(v)}
 
     def load_replicated(self, values):
-        self._pending_replicated = values
+        self._replicated = values
+        flat = self._flat()
+        flat.update(values)
+        self._load_flat(flat)
 
     def pieces(self):
         out = []
         for name, v in sorted(self._flat().items()):
-            if self._is_dtensor(v):
-                start, stop, shape = self._rows(v)
+            if _is_dtensor(v):
+                mesh = v.device_mesh
+                if mesh.ndim != 1 or len(v.placements) != 1 or not (v.placements[0].is_shard()
+                                                                  and v.placements[0].dim == 0):
+                    raise ValueError("sharded state: %s is placed %s on %s; only Shard(0) over a 1-D mesh (FSDP2's "
+                                     "layout) is supported" % (name, v.placements, mesh))
+                shape = tuple(v.shape)
+                start, stop = self._chunk(rows_of(shape), mesh.size(), mesh.get_local_rank())
+                self._shapes[name] = shape
                 out.append(Piece(name, start, stop, shape, v.to_local()))
         return out
 
     def needs(self, inventory):
+        mesh = self._mesh()
         out = []
-        for name, v in sorted(self._flat().items()):
-            if self._is_dtensor(v):
-                start, stop, shape = self._rows(v)
-                out.append(Piece(name, start, stop, shape))
+        for name, held in sorted(inventory.items()):
+            start, stop = self._chunk(rows_of(held.shape), mesh.size(), mesh.get_local_rank())
+            self._shapes[name] = held.shape
+            out.append(Piece(name, start, stop, held.shape, dtype=held.dtype))
         return out
 
     def load(self, got):
-        from torch.distributed.checkpoint.state_dict import set_state_dict, set_model_state_dict
-        from torch.distributed.tensor import DTensor
+        """Loads this rank's rows (got: {name: rows}, of the layout needs()
+        or pieces() gave) as DTensors, merged into the current state dicts
+        with the replicated values loaded last."""
+        try:
+            from torch.distributed.tensor import DTensor, Shard
+        except ImportError:  # torch < 2.5
+            from torch.distributed._tensor import DTensor, Shard
 
+        mesh = self._mesh()
         flat = self._flat()
-        values = dict(getattr(self, "_pending_replicated", {}) or {})
+        flat.update(self._replicated or {})
+        for name, t in got.items():
+            full = self._shapes[name]
+            flat[name] = DTensor.from_local(t.to(mesh.device_type), mesh, [Shard(0)], run_check=False, shape=full,
+                                            stride=_contiguous_stride(full))
+        self._load_flat(flat)
+
+    def _load_flat(self, flat):
+        from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_state_dict
+
+        sds = {}
         for name, v in flat.items():
-            if self._is_dtensor(v) and name in got:
-                values[name] = DTensor.from_local(got[name].to(v.to_local().device), v.device_mesh, v.placements,
-                                                  shape=v.shape, stride=v.stride())
-        sds = self._state_dicts()
-        for name, v in values.items():
-            _set_path(sds, name, v)
-        if self.optimizer is None:
-            set_model_state_dict(self.model, sds["model"])
+            _put(sds, name, v)
+        if self.optimizer is None or "optim" not in sds:
+            set_model_state_dict(self.model, sds.get("model", {}))
         else:
             set_state_dict(self.model, self.optimizer, model_state_dict=sds["model"], optim_state_dict=sds["optim"])
 
-    def owners(self):
-        return "FSDP2 (DTensor)"
+
+def _contiguous_stride(shape):
+    stride, acc = [], 1
+    for n in reversed(shape):
+        stride.append(acc)
+        acc *= max(1, n)
+    return tuple(reversed(stride))
 
 
-def _set_path(root, name, v):
+def _put(root, name, v):
+    """Sets v at the "/"-joined path name in nested dicts and lists ("#i")."""
     parts = name.split("/")
     node = root
-    for p in parts[:-1]:
-        node = node[int(p)] if isinstance(node, (list, tuple)) else node[p if p in node else _key(node, p)]
-    last = parts[-1]
-    if isinstance(node, list):
-        node[int(last)] = v
-    else:
-        node[last if last in node else _key(node, last)] = v
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        nxt = None if last else ([] if parts[i + 1].startswith("#") else {})
+        if part.startswith("#"):
+            k = int(part[1:])
+            while len(node) <= k:
+                node.append(None)
+            if last:
+                node[k] = v
+            else:
+                if node[k] is None:
+                    node[k] = nxt
+                node = node[k]
+        else:
+            if last:
+                node[part] = v
+            else:
+                node = node.setdefault(part, nxt)
 
 
-def _key(d, s):
-    for k in d:
-        if str(k) == s:
-            return k
-    raise KeyError(s)
+def _is_dtensor(v):
+    return type(v).__name__ == "DTensor"
 
 
 def adapter_for(obj, optimizer=None):
@@ -264,7 +298,7 @@ def adapter_for(obj, optimizer=None):
 
 def _has_dtensors(model):
     params = getattr(model, "parameters", None)
-    return callable(params) and any(type(p).__name__ == "DTensor" for p in params())
+    return callable(params) and any(_is_dtensor(p) for p in params())
 
 
 def _is_tensor(v):
@@ -323,7 +357,7 @@ def _encode_pieces(pieces):
 
 def _decode_pieces(payload, src):
     try:
-        return [Piece(n, s, e, shape, t) for n, s, e, shape, t in _codec.decode(payload)]
+        return [Piece.of(m[:5], m[5]) for m in _codec.decode(payload)]
     except (ValueError, TypeError, KeyError, OverflowError) as e:
         raise StateCorrupt("the sharded state from rank %d was refused: %s" % (src, e)) from None
 
@@ -433,7 +467,7 @@ def reshard(adapter, shard, step, dev):
             origins.append([r, shard["world"]])
     metas = _all_gather_bytes(json.dumps({"pieces": [p.meta() for p in mine], "origins": origins}).encode(), dev)
     decoded = [json.loads(b) for b in metas]
-    held = [[Piece(*m) for m in d["pieces"]] for d in decoded]
+    held = [[Piece.of(m) for m in d["pieces"]] for d in decoded]
     # Every rank of the generation that committed step must be represented
     # (by its own shard or a copy): else its pieces left with it.
     present = {tuple(o) for d in decoded for o in d["origins"]}
@@ -443,9 +477,9 @@ def reshard(adapter, shard, step, dev):
         raise ShardLost("the shards of step %d of rank(s) %s left with their ranks" % (
             step, gone if gone else "of several world sizes (%s)" % sorted(worlds)) if worlds else
             "no rank holds a shard of step %d" % step)
-    inventory = {p.name: p.shape for ps in held for p in ps}
+    inventory = {p.name: p for ps in held for p in ps}
     need = adapter.needs(inventory)
-    needs_all = [[Piece(*m) for m in json.loads(b)] for b in
+    needs_all = [[Piece.of(m) for m in json.loads(b)] for b in
                  _all_gather_bytes(json.dumps([p.meta() for p in need]).encode(), dev)]
     moves, missing = plan_moves(held, needs_all)
     if missing:
@@ -480,15 +514,24 @@ def reshard(adapter, shard, step, dev):
                 raise StateCorrupt("the sharded state from rank %d was refused: %s" % (src, e)) from None
             for name, lo, t in got:
                 parts.setdefault(name, []).append((lo, t))
+    adapter.load(_assemble(need, parts))
+    return len(need)
+
+
+def _assemble(need, parts):
+    """{name: this rank's rows} from parts ({name: [(start, rows)]})."""
+    import torch
+
     out = {}
     for p in need:
         rows = sorted(parts.get(p.name, []), key=lambda x: x[0])
-        if not p.shape:
+        if not rows:  # none of its rows are this rank's
+            out[p.name] = torch.empty((0,) + tuple(p.shape[1:]), dtype=getattr(torch, p.dtype))
+        elif len(rows) == 1:
             out[p.name] = rows[0][1].clone()
         else:
-            out[p.name] = torch.cat([t for _, t in rows]) if len(rows) > 1 else rows[0][1].clone()
-    adapter.load(out)
-    return len(need)
+            out[p.name] = torch.cat([t for _, t in rows])
+    return out
 
 
 # Sharded checkpoints: every rank its own file per step.
@@ -572,22 +615,18 @@ def load_from_files(adapter, directory, step, world):
     held = []
     for r in range(world):
         f = read(r)
-        held.append([Piece(n, s, e, shape) for n, s, e, shape, _ in f["pieces"]])
+        held.append([Piece.of(m[:5]) for m in f["pieces"]])
         del f
-    need = adapter.needs({p.name: p.shape for ps in held for p in ps})
+    need = adapter.needs({p.name: p for ps in held for p in ps})
     moves, missing = plan_moves(held, [need])
     if missing:
         raise ShardLost("the sharded checkpoint of step %d lacks rows %d-%d of %s" % (step, missing[0][2],
                                                                                       missing[0][3], missing[0][1]))
     parts = {}
     for (src, _), items in sorted(moves.items()):
-        pieces = {n: (s, t) for n, s, e, shape, t in read(src)["pieces"]}
+        pieces = {m[0]: (m[1], m[5]) for m in read(src)["pieces"]}
         for name, lo, hi in items:
             s, t = pieces[name]
             parts.setdefault(name, []).append((lo, (t[lo - s:hi - s] if t.dim() else t).clone()))
         del pieces
-    out = {}
-    for p in need:
-        rows = sorted(parts[p.name], key=lambda x: x[0])
-        out[p.name] = torch.cat([t for _, t in rows]) if len(rows) > 1 else rows[0][1]
-    adapter.load(out)
+    adapter.load(_assemble(need, parts))

@@ -536,6 +536,8 @@ class State:
         from . import shards
 
         adapter = shards.adapter_for(obj, optimizer)
+        if getattr(adapter, "covers_model", False):
+            self.model = adapter.model  # this generation's sharded module
         dev = _device()
         step = self.committed_step
         if self._snapshot.get("sharded") is None:
@@ -620,7 +622,8 @@ class State:
             what = "loss"
         else:
             for p in self.model.parameters():
-                if p.grad is not None and not bool(torch.isfinite(p.grad).all()):
+                g = p.grad.to_local() if type(p.grad).__name__ == "DTensor" else p.grad
+                if g is not None and not bool(torch.isfinite(g).all()):
                     what = "gradient"
                     break
         bad = what is not None

@@ -44,6 +44,26 @@ def build(lr):
     return model, torch.optim.Adam(model.parameters(), lr=lr)
 
 
+def fsdp2(state, a):
+    """This generation's FSDP2 model (a fresh one, sharded over the new
+    group) and optimizer, given their shards of the last commit."""
+    try:
+        from torch.distributed.fsdp import fully_shard
+    except ImportError:  # torch 2.2-2.5
+        from torch.distributed._composable.fsdp import fully_shard
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh("cpu", (state.world_size,))
+    model, _ = build(a.lr)
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.Adam(model.parameters(), lr=a.lr)
+    state.shard(model, opt, replicas=a.replicas)
+    return model, opt
+
+
 def policy_of(a):
     if a.policy == "global":
         return batch_mod.KeepGlobalBatch(a.global_batch, micro_batch=a.micro_batch)
@@ -66,6 +86,7 @@ def main():
     p.add_argument("--zero", action="store_true", help="shard the optimizer state (ZeroRedundancyOptimizer)")
     p.add_argument("--hold", action="append", default=[], metavar="STEP:GENERATION",
                    help="at STEP in GENERATION, wait for the next generation (or a drain) before training on")
+    p.add_argument("--fsdp2", action="store_true", help="shard the model and its optimizer with FSDP2 (torch >= 2.2)")
     p.add_argument("--replicas", type=int, default=1)
     p.add_argument("--checkpoint-dir", default=None)
     p.add_argument("--checkpoint-every", type=int, default=2)
@@ -98,12 +119,15 @@ def main():
             emit(event="shard", generation=state.generation, rank=state.rank, step=state.step,
                  owned=sorted({int(p.name.split("/")[0]) for p in state._shard["pieces"]}),
                  restores=state.stats["shard_restores"])
+        if a.fsdp2:
+            net, opt = fsdp2(state, a)
+        else:
+            net = DistributedDataParallel(state.model)
         plan = state.batch
         emit(event="plan", generation=state.generation, rank=state.rank, world=state.world_size, step=state.step,
              global_batch=plan.global_batch, batch_size=plan.batch_size, accum_steps=plan.accum_steps,
              lr_scale=plan.lr_scale, lr=opt.param_groups[0]["lr"])
         elastic.log.info("generation %d: %s", state.generation, plan.describe())
-        ddp = DistributedDataParallel(state.model)
         while a.steps == 0 or state.step < a.steps:
             for idx in sampler.batches():
                 hold(state)
@@ -118,11 +142,11 @@ def main():
                 for j, (mx, my) in enumerate(micro):
                     w = plan.loss_weight(len(mx))
                     if j < len(micro) - 1:
-                        with ddp.no_sync():
-                            loss = nn.functional.mse_loss(ddp(mx), my)
+                        with net.no_sync():
+                            loss = nn.functional.mse_loss(net(mx), my)
                             (loss * w).backward()
                     else:
-                        loss = nn.functional.mse_loss(ddp(mx), my)
+                        loss = nn.functional.mse_loss(net(mx), my)
                         (loss * w).backward()
                     share += loss.item() * len(mx) / plan.global_batch
                 nan_done = state.nan_done
@@ -138,7 +162,7 @@ def main():
                 emit(step=state.step, generation=state.generation, rank=state.rank, world=state.world_size,
                      n=len(idx), stepped=stepped, loss_share=share, lr=opt.param_groups[0]["lr"],
                      committed_finite=committed_finite, skipped=state.stats["skipped_steps"], sum_ok=True,
-                     checksum=state.checksum())
+                     checksum="" if a.fsdp2 else state.checksum())
                 if a.steps and state.step >= a.steps:
                     break
             else:
