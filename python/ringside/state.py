@@ -58,7 +58,8 @@ class DrainRequested(Interrupted):
 
 _RESERVED = {"model", "optimizer", "step", "samples", "rank", "world_size", "local_rank", "generation", "member",
              "register", "commit", "restore", "sync", "check", "save", "load", "digest", "checksum", "measure_gns", "gns",
-             "batch", "batch_policy", "is_main", "summary", "guard", "stats", "commit_every", "committed_step"}
+             "batch", "batch_policy", "is_main", "summary", "guard", "stats", "commit_every", "committed_step",
+             "shard", "adopt"}
 
 
 def is_stateful(obj):
@@ -595,6 +596,24 @@ class State:
         if self.rank == 0:
             shards.write_main(directory, self._snapshot)
         self._shard_saved = step
+
+    def adopt(self, optimizer: Any = None, **objects: Any) -> None:
+        """Takes the optimizer and objects (schedulers, scalers) that a
+        framework built inside train_fn (a Hugging Face Trainer, a
+        Lightning Trainer) as this State's: when the last commit holds
+        their state, they are restored from it (a later generation goes
+        on where the job was); else it is committed now with them."""
+        if optimizer is not None:
+            self.optimizer = optimizer
+        for name, obj in objects.items():
+            if obj is not None:
+                self.register(name, obj)
+        snap = self._snapshot
+        if (optimizer is None or snap.get("optimizer") is not None) and all(
+                k in (snap.get("objects") or {}) for k, o in objects.items() if o is not None):
+            self.restore()
+        else:
+            self.commit(check=False, force=True)
 
     @property
     def is_main(self) -> bool:
