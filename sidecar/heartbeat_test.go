@@ -21,16 +21,8 @@ import (
 // gaugeValue reads an unlabelled gauge from g (0 when it is not there).
 func gaugeValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
 	t.Helper()
-	families, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() == name && len(f.GetMetric()) == 1 {
-			return f.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	return 0
+	v, _ := metricValue(t, g, name)
+	return v
 }
 
 // The throughput gauge is the rate the sidecar stores in etcd from the

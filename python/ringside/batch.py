@@ -188,9 +188,11 @@ class KeepPerRankBatch(_Policy):
 
 
 def apply_to_state(policy: Any, state: Any) -> BatchPlan:
-    """Puts policy in force for state's current group: its optimizer and
-    every registered optimizer, scheduler and ElasticSampler."""
-    optimizers = [state.optimizer] if state.optimizer is not None and hasattr(state.optimizer, "param_groups") else []
+    """Puts policy in force for state's current group: its optimizer (and
+    its sharded one, State.shard) and every registered optimizer, scheduler
+    and ElasticSampler."""
+    optimizers = [o for o in (state.optimizer, getattr(state._shards, "optimizer", None))
+                  if o is not None and hasattr(o, "param_groups")]
     schedulers, samplers = [], []
     for obj in state._objects.values():
         if obj is policy:

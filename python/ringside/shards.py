@@ -84,7 +84,7 @@ class ZeroAdapter:
     parameter's owner; the param groups' hyperparameters are replicated."""
 
     def __init__(self, zero):
-        self.zero = zero
+        self.zero = self.optimizer = zero
 
     def _owned(self):
         z = self.zero

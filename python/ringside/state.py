@@ -508,14 +508,14 @@ class State:
         self.stats["generations"] += 1
         self._shards = None  # built for the last group: train_fn attaches this one's (shard())
         self._apply_policy()
+        if self.batch is not None and self.is_main:
+            _log.info("generation %d: %s", self.generation, self.batch.describe())
 
     def _apply_policy(self):
         if self.batch_policy is not None:
             from .batch import apply_to_state
 
             self.batch = apply_to_state(self.batch_policy, self)
-            if self.is_main:
-                _log.info("generation %d: %s", self.generation, self.batch.describe())
 
     def shard(self, obj: Any, optimizer: Any = None, *, replicas: int = 1) -> None:
         """Attaches sharded state for this generation and gives this rank
@@ -656,6 +656,7 @@ class State:
             return True
         keep = {k: o.state_dict() for k, o in self._objects.items() if callable(getattr(o, "set_rounds", None))}
         self.restore()
+        self._apply_policy()  # the commit may predate this generation's plan: the plan stays in force
         for k, sd in keep.items():
             self._objects[k].load_state_dict(sd)
         for p in self.model.parameters():

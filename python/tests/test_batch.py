@@ -4,16 +4,13 @@ learning rate and sampler rounds they put in force, alone and in a real
 
 import os
 import sys
-import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from ringside import batch  # noqa: E402
-from test_elastic import Harness  # noqa: E402
+from resize import run_4_3_5  # noqa: E402
 from torchreq import require_torch  # noqa: E402
-
-POLICY_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "policy_worker.py")
 
 
 class PlanTest(unittest.TestCase):
@@ -68,13 +65,6 @@ class PlanTest(unittest.TestCase):
             self.assertIn(words, str(cm.exception))
 
 
-def holding(lines, generation):
-    return {d["worker"] for d in lines if d.get("event") == "hold" and d["generation"] == generation}
-
-
-HOLDS = ["--hold", "3:1", "--hold", "6:2"]  # where the job is resized: a drain at step 3, two joins at step 6
-
-
 @require_torch
 class ApplyTest(unittest.TestCase):
     def test_lr_and_scheduler_follow_the_factor_and_restore_with_the_commit(self):
@@ -110,6 +100,25 @@ class ApplyTest(unittest.TestCase):
         self.assertAlmostEqual(opt.param_groups[0]["lr"], 0.15)
         self.assertAlmostEqual(sched.base_lrs[0], 0.15)
 
+    def test_a_skipped_step_keeps_this_generations_learning_rate(self):
+        import torch
+
+        from ringside import elastic
+
+        m = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        pol = batch.KeepPerRankBatch(4, lr_scaling="linear")
+        state = elastic.State(m, opt, batch_policy=pol)
+        state.rank, state.world_size = 0, 2
+        state._enter_generation()
+        state.commit(check=False)
+        state.world_size = 4  # a new generation, no commit in it yet
+        state._enter_generation()
+        self.assertAlmostEqual(opt.param_groups[0]["lr"], 0.2)
+        self.assertFalse(state.guard(torch.tensor(float("nan"))))  # rolled back to the commit of world 2
+        self.assertAlmostEqual(opt.param_groups[0]["lr"], 0.2)
+        self.assertEqual((pol.lr_scale, state.batch.lr_scale), (2.0, 2.0))
+
     def test_keep_global_batch_sets_the_sampler_rounds(self):
         import torch
 
@@ -139,25 +148,10 @@ class ResizeTest(unittest.TestCase):
     generation, and the samples every committed step trained in all."""
 
     def resize(self, port, args, steps=14):
-        args = list(args) + HOLDS
-        h = Harness(self, port=port)
-        ws = [h.add(args=args, worker=POLICY_WORKER, steps=steps) for _ in range(4)]
-        h.job.commit(ws)
-        h.wait("4 ranks to hold at step 3", lambda ls: len(holding(ls, 1)) == 4)
-        h.sidecars["w3"].drain("SIGTERM")
-        h.wait("w3 to drain", lambda _: "drain: stopped" in h.log("w3"))
-        h.job.commit(ws[:3], reason="w3 drained")
-        h.wait("3 ranks to hold at step 6", lambda ls: len(holding(ls, 2)) == 3)
-        new = [h.add(args=args, worker=POLICY_WORKER, steps=steps) for _ in range(2)]
-        h.job.commit(ws[:3] + new, reason="join")
-        for w in ws[:3] + new:
-            self.assertEqual(h.procs[w].wait(90), 0, h.log(w))
-        self.assertEqual(h.procs["w3"].wait(30), 0, h.log("w3"))
-        lines = list(h.lines)
+        lines = list(run_4_3_5(self, port, args, steps).lines)
         plans = {(d["generation"], d["rank"]): d for d in lines if d.get("event") == "plan"}
         steps_by = _by([d for d in lines if "sum_ok" in d], lambda d: (d["generation"], d["step"]))
         return plans, steps_by, lines
-
 
     def check_steps(self, steps_by, world_of, global_of):
         full = 0

@@ -9,16 +9,15 @@ import shutil
 import signal
 import sys
 import tempfile
-import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from ringside.shards import Piece, _put, plan_moves  # noqa: E402
+from resize import POLICY_WORKER, holding, run_4_3_5  # noqa: E402
 from test_elastic import Harness  # noqa: E402
 from torchreq import require_torch  # noqa: E402
 
-POLICY_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "policy_worker.py")
 GLOBAL = 60
 
 
@@ -83,13 +82,6 @@ def reference_losses(steps, lr=0.1, dataset=100000):
     return out
 
 
-def holding(lines, generation):
-    return {d["worker"] for d in lines if d.get("event") == "hold" and d["generation"] == generation}
-
-
-HOLDS = ["--hold", "3:1", "--hold", "6:2"]  # where the job is resized: a drain at step 3, two joins at step 6
-
-
 @require_torch
 class ZeroResizeTest(unittest.TestCase):
     def losses(self, lines):
@@ -116,19 +108,7 @@ class ZeroResizeTest(unittest.TestCase):
 
     def test_sharded_optimizer_state_through_4_3_5_matches_an_unresized_run(self):
         steps = 12
-        args = ["--zero", "--policy", "global", "--global-batch", str(GLOBAL)] + HOLDS
-        h = Harness(self, port=29580)
-        ws = [h.add(args=args, worker=POLICY_WORKER, steps=steps) for _ in range(4)]
-        h.job.commit(ws)
-        h.wait("4 ranks to hold at step 3", lambda ls: len(holding(ls, 1)) == 4)
-        h.sidecars["w3"].drain("SIGTERM")
-        h.wait("w3 to drain", lambda _: "drain: stopped" in h.log("w3"))
-        h.job.commit(ws[:3], reason="w3 drained")
-        h.wait("3 ranks to hold at step 6", lambda ls: len(holding(ls, 2)) == 3)
-        new = [h.add(args=args, worker=POLICY_WORKER, steps=steps) for _ in range(2)]
-        h.job.commit(ws[:3] + new, reason="join")
-        for w in ws[:3] + new + ["w3"]:
-            self.assertEqual(h.procs[w].wait(90), 0, h.log(w))
+        h = run_4_3_5(self, 29580, ["--zero", "--policy", "global", "--global-batch", str(GLOBAL)], steps)
         lines = list(h.lines)
         # Every generation's ranks own disjoint parameters' state, and
         # none of them came from a checkpoint.
@@ -188,19 +168,8 @@ class Fsdp2ResizeTest(ZeroResizeTest):
 
     def test_sharded_optimizer_state_through_4_3_5_matches_an_unresized_run(self):
         steps = 12
-        args = ["--fsdp2", "--policy", "global", "--global-batch", str(GLOBAL)] + HOLDS
-        h = Harness(self, port=29620)
-        ws = [h.add(args=args, worker=POLICY_WORKER, steps=steps) for _ in range(4)]
-        h.job.commit(ws)
-        h.wait("4 ranks to hold at step 3", lambda ls: len(holding(ls, 1)) == 4)
-        h.sidecars["w3"].drain("SIGTERM")
-        h.wait("w3 to drain", lambda _: "drain: stopped" in h.log("w3"))
-        h.job.commit(ws[:3], reason="w3 drained")
-        h.wait("3 ranks to hold at step 6", lambda ls: len(holding(ls, 2)) == 3)
-        new = [h.add(args=args, worker=POLICY_WORKER, steps=steps) for _ in range(2)]
-        h.job.commit(ws[:3] + new, reason="join")
-        for w in ws[:3] + new + ["w3"]:
-            self.assertEqual(h.procs[w].wait(120), 0, h.log(w))
+        h = run_4_3_5(self, 29620, ["--fsdp2", "--policy", "global", "--global-batch", str(GLOBAL)], steps,
+                      exit_within=120)
         self.check_curve(list(h.lines), steps)
 
     def test_a_shard_lost_with_a_killed_rank_comes_back_from_the_checkpoint(self):

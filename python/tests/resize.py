@@ -1,0 +1,35 @@
+"""The 4 -> 3 -> 5 job that the batch-policy and sharded-state tests
+resize: four policy_worker.py trainers, held at step 3 while one drains,
+then at step 6 while two join. The holds make the resizes land at known
+steps instead of racing the training."""
+
+import os
+
+from test_elastic import Harness
+
+POLICY_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "policy_worker.py")
+HOLDS = ["--hold", "3:1", "--hold", "6:2"]  # where the job is resized: a drain at step 3, two joins at step 6
+
+
+def holding(lines, generation):
+    """The workers holding in generation."""
+    return {d["worker"] for d in lines if d.get("event") == "hold" and d["generation"] == generation}
+
+
+def run_4_3_5(test, port, args, steps, exit_within=90):
+    """Runs the job to steps; returns its Harness once every trainer exited
+    0 (the drained one too)."""
+    args = list(args) + HOLDS
+    h = Harness(test, port=port)
+    ws = [h.add(args=args, worker=POLICY_WORKER, steps=steps) for _ in range(4)]
+    h.job.commit(ws)
+    h.wait("4 ranks to hold at step 3", lambda ls: len(holding(ls, 1)) == 4)
+    h.sidecars["w3"].drain("SIGTERM")
+    h.wait("w3 to drain", lambda _: "drain: stopped" in h.log("w3"))
+    h.job.commit(ws[:3], reason="w3 drained")
+    h.wait("3 ranks to hold at step 6", lambda ls: len(holding(ls, 2)) == 3)
+    new = [h.add(args=args, worker=POLICY_WORKER, steps=steps) for _ in range(2)]
+    h.job.commit(ws[:3] + new, reason="join")
+    for w in ws + new:
+        test.assertEqual(h.procs[w].wait(exit_within), 0, h.log(w))
+    return h
