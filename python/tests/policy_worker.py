@@ -8,13 +8,9 @@ is the step's global loss). --nan-at STEP makes rank 1 train a NaN input
 at that step (once); --no-guard trains without the guard."""
 
 import argparse
-import faulthandler
-import logging
 import os
-import signal
 import sys
 import time
-import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -24,7 +20,7 @@ from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
 from ringside import batch as batch_mod  # noqa: E402
 from ringside import elastic  # noqa: E402
-from worker import COLLECTIVE_TIMEOUT_S, emit  # noqa: E402
+from worker import COLLECTIVE_TIMEOUT_S, emit, run_reporting, setup_process  # noqa: E402
 
 FEATURES = 6
 
@@ -91,10 +87,7 @@ def main():
     p.add_argument("--checkpoint-dir", default=None)
     p.add_argument("--checkpoint-every", type=int, default=2)
     a = p.parse_args()
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
-    logging.basicConfig(level=os.environ.get("TEST_LOG_LEVEL", "INFO"), stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(message)s")
-    torch.set_num_threads(1)
+    setup_process()
     model, opt = build(a.lr)
     sampler = elastic.ElasticSampler(a.dataset, shuffle=True, seed=5)
     state = elastic.State(model, None if a.zero else opt, batch_policy=policy_of(a), sampler=sampler, nan_done=False)
@@ -170,16 +163,9 @@ def main():
         emit(event="summary", rank=state.rank, text=state.summary())
         return state.step
 
-    try:
-        out = elastic.run(train, state, socket=a.socket, connect_timeout=10, reform_after=2.0, form_timeout=20.0,
-                          timeout=COLLECTIVE_TIMEOUT_S, checkpoint_dir=a.checkpoint_dir,
-                          checkpoint_every=a.checkpoint_every)
-    except Exception as e:
-        emit(event="error", type=type(e).__name__, message=str(e))
-        traceback.print_exc()
-        return 3
-    emit(event="exit", result=out, step=state.step)
-    return 0
+    return run_reporting(train, state, socket=a.socket, connect_timeout=10, reform_after=2.0, form_timeout=20.0,
+                         timeout=COLLECTIVE_TIMEOUT_S, checkpoint_dir=a.checkpoint_dir,
+                         checkpoint_every=a.checkpoint_every)
 
 
 if __name__ == "__main__":
