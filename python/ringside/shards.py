@@ -16,16 +16,21 @@ rows [0, rows)). An adapter knows one way of sharding:
 
 State.shard(adapter_or_object) attaches one in train_fn, every
 generation, once the group and the sharded object are built. A commit then
-keeps a host copy of this rank's pieces (never the others'), with the step.
+keeps a host copy of this rank's pieces, with the step (and, with
+replicas, of its neighbours' pieces: never the whole state).
 At a new generation, shard() reshards: every rank tells every other rank
 which pieces it holds of the commit the group synced to, every rank names
 the rows its new layout needs, and the rows move from the holders to the
 ranks that need them, point to point, each pair in one message of tensors
-and plain data (no pickle). A rank only ever holds its old shard and its
-new one.
+and plain data (no pickle). A rank only ever holds its old shard (with
+its replicas) and its new one.
 
-A rank that left takes its pieces with it. When some rows of the synced
-step are held by no rank of the new group, the group goes back to the last
+With replicas=k (State.shard; default 1) every commit also hands this
+rank's pieces to the next k ranks of the ring, which keep them: a rank
+that leaves (a drain, or up to k neighbours lost) takes no piece with it.
+Without a replica it takes its pieces with it. When some rank of the
+generation that committed the synced step is represented by no rank of
+the new group, the group goes back to the last
 sharded checkpoint (checkpoint_dir, every rank's shard in its own file):
 every rank loads the replicated state and the rows it needs from it, the
 step counter goes back to the checkpoint's, and a warning and
@@ -33,17 +38,12 @@ state.stats["shard_restores"] say which steps were lost. Without such a
 checkpoint, ShardLost is raised, naming the rows that were lost.
 """
 
-import hashlib
 import json
-import logging
 import os
 import re
-from typing import Any, Dict, List, Tuple
 
 from . import _codec
 from .errors import RingsideError, StateCorrupt
-
-log = logging.getLogger("ringside")
 
 __all__ = ["ShardLost", "ZeroAdapter", "DTensorAdapter", "adapter_for"]
 
@@ -385,20 +385,6 @@ def replicate(shard, replicas, dev):
     shard["copies"] = copies
 
 
-def _clone(v):
-    from .state import _clone_cpu
-
-    return _clone_cpu(v)
-
-
-def digest(shard):
-    h = hashlib.sha256()
-    for p in shard["pieces"]:
-        h.update(json.dumps(p.meta()).encode())
-        h.update(_codec._tensor_bytes(p.tensor) if p.tensor.numel() else b"")
-    return h.hexdigest()
-
-
 # The reshard.
 
 def _all_gather_bytes(b, dev):
@@ -452,12 +438,9 @@ def reshard(adapter, shard, step, dev):
     """Gives this rank the rows of step's sharded state its adapter's new
     layout needs, from the ranks that hold them; loads them. Raises
     ShardLost (on every rank alike) when rows are held by nobody."""
-    import torch
-    import torch.distributed as dist
+    from .state import _session_group
 
-    from .state import _collective, _session_group
-
-    rank, world, _ = _session_group()
+    rank = _session_group()[0]
     mine, origins = [], []
     if shard is not None and shard["step"] == step:
         mine = list(shard["pieces"])

@@ -676,7 +676,8 @@ class State:
                     " (member %s)" % self.member if self.member else "")]
         if self.batch is not None:
             lines.append("batch: " + self.batch.describe())
-        lrs = sorted({g["lr"] for g in getattr(self.optimizer, "param_groups", []) if "lr" in g})
+        opt = self.optimizer if self.optimizer is not None else getattr(self._shards, "optimizer", None)
+        lrs = sorted({g["lr"] for g in getattr(opt, "param_groups", []) if "lr" in g})
         if lrs:
             lines.append("learning rate: %s" % ", ".join("%.6g" % lr for lr in lrs))
         per = st["commit_s"] / st["commits"] if st["commits"] else 0.0

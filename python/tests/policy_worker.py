@@ -8,6 +8,7 @@ is the step's global loss). --nan-at STEP makes rank 1 train a NaN input
 at that step (once); --no-guard trains without the guard."""
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -38,6 +39,20 @@ def build(lr):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(FEATURES, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 1))
     return model, torch.optim.Adam(model.parameters(), lr=lr)
+
+
+@contextlib.contextmanager
+def no_sync(net):
+    """Gradients accumulate locally inside: DDP's no_sync, FSDP2's switch."""
+    if hasattr(net, "no_sync"):
+        with net.no_sync():
+            yield
+        return
+    net.set_requires_gradient_sync(False)
+    try:
+        yield
+    finally:
+        net.set_requires_gradient_sync(True)
 
 
 def fsdp2(state, a):
@@ -135,7 +150,7 @@ def main():
                 for j, (mx, my) in enumerate(micro):
                     w = plan.loss_weight(len(mx))
                     if j < len(micro) - 1:
-                        with net.no_sync():
+                        with no_sync(net):
                             loss = nn.functional.mse_loss(net(mx), my)
                             (loss * w).backward()
                     else:

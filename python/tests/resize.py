@@ -33,3 +33,32 @@ def run_4_3_5(test, port, args, steps, exit_within=90):
     for w in ws + new:
         test.assertEqual(h.procs[w].wait(exit_within), 0, h.log(w))
     return h
+
+
+def steps_by(lines):
+    """{(generation, step): [the committed step's line of each rank]}."""
+    out = {}
+    for d in lines:
+        if "sum_ok" in d:
+            out.setdefault((d["generation"], d["step"]), []).append(d)
+    return out
+
+
+def plans(lines):
+    """{(generation, rank): the plan line the rank printed}."""
+    return {(d["generation"], d["rank"]): d for d in lines if d.get("event") == "plan"}
+
+
+def check_steps(test, lines, world_of, global_of, same_params=True):
+    """Every step all ranks of a generation committed trained global_of
+    that generation's samples in all (and, with same_params, left the same
+    parameters on every rank); at least 8 such steps."""
+    full = 0
+    for (gen, step), ds in steps_by(lines).items():
+        if len(ds) != world_of[gen]:
+            continue  # a step some rank had not committed when its generation ended
+        full += 1
+        test.assertEqual(sum(d["n"] for d in ds), global_of[gen], "generation %d step %d" % (gen, step))
+        if same_params:
+            test.assertEqual(len({d["checksum"] for d in ds}), 1, "ranks disagree at step %d" % step)
+    test.assertGreaterEqual(full, 8)

@@ -9,7 +9,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from ringside import batch  # noqa: E402
-from resize import run_4_3_5  # noqa: E402
+from resize import check_steps, plans, run_4_3_5, steps_by  # noqa: E402
 from torchreq import require_torch  # noqa: E402
 
 
@@ -135,56 +135,26 @@ class ApplyTest(unittest.TestCase):
         self.assertIn("global batch 10", state.summary())
 
 
-def _by(lines, key):
-    out = {}
-    for d in lines:
-        out.setdefault(key(d), []).append(d)
-    return out
-
-
 @require_torch
 class ResizeTest(unittest.TestCase):
-    """4 ranks, a drain (3), two joins (5): the plan and the LR of each
-    generation, and the samples every committed step trained in all."""
-
-    def resize(self, port, args, steps=14):
-        lines = list(run_4_3_5(self, port, args, steps).lines)
-        plans = {(d["generation"], d["rank"]): d for d in lines if d.get("event") == "plan"}
-        steps_by = _by([d for d in lines if "sum_ok" in d], lambda d: (d["generation"], d["step"]))
-        return plans, steps_by, lines
-
-    def check_steps(self, steps_by, world_of, global_of):
-        full = 0
-        for (gen, step), ds in steps_by.items():
-            if len(ds) != world_of[gen]:
-                continue  # a step some rank had not committed when its generation ended
-            full += 1
-            self.assertEqual(sum(d["n"] for d in ds), global_of[gen], "generation %d step %d" % (gen, step))
-            self.assertEqual(len({d["checksum"] for d in ds}), 1, "ranks disagree at step %d" % step)
-        self.assertGreaterEqual(full, 8)
-
-    def test_keep_global_batch(self):
-        plans, steps_by, _ = self.resize(29500, ["--policy", "global", "--global-batch", "60", "--micro-batch", "8"])
-        want = {1: (4, 15, 2), 2: (3, 20, 3), 3: (5, 12, 2)}  # world, per-rank batch, accumulation steps
-        for gen, (world, per, accum) in want.items():
-            for r in range(world):
-                d = plans[(gen, r)]
-                self.assertEqual((d["world"], d["global_batch"], d["batch_size"], d["accum_steps"]),
-                                 (world, 60, per, accum), "generation %d rank %d" % (gen, r))
-                self.assertAlmostEqual(d["lr"], 0.1)
-        self.check_steps(steps_by, {1: 4, 2: 3, 3: 5}, {1: 60, 2: 60, 3: 60})
+    """4 ranks, a drain (3), two joins (5) under KeepPerRankBatch: the plan
+    and the LR of each generation, and the samples every committed step
+    trained in all. (KeepGlobalBatch's 4 -> 3 -> 5 job is the sharded-state
+    one in test_shards, which also compares its loss with an unresized
+    run's.)"""
 
     def test_keep_per_rank_batch_with_linear_lr(self):
-        plans, steps_by, _ = self.resize(29520, ["--policy", "perrank", "--batch", "16", "--lr-scaling", "linear"])
+        lines = list(run_4_3_5(self, 29520, ["--policy", "perrank", "--batch", "16", "--lr-scaling", "linear"], 14).lines)
+        got = plans(lines)
         want = {1: (4, 64, 0.1), 2: (3, 48, 0.075), 3: (5, 80, 0.125)}  # world, global batch, LR
         for gen, (world, glob, lr) in want.items():
             for r in range(world):
-                d = plans[(gen, r)]
+                d = got[(gen, r)]
                 self.assertEqual((d["world"], d["global_batch"], d["batch_size"], d["accum_steps"]),
                                  (world, glob, 16, 1), "generation %d rank %d" % (gen, r))
                 self.assertAlmostEqual(d["lr"], lr, msg="generation %d rank %d" % (gen, r))
-        self.check_steps(steps_by, {1: 4, 2: 3, 3: 5}, {1: 64, 2: 48, 3: 80})
-        for (gen, _), ds in steps_by.items():
+        check_steps(self, lines, {1: 4, 2: 3, 3: 5}, {1: 64, 2: 48, 3: 80})
+        for (gen, _), ds in steps_by(lines).items():
             for d in ds:
                 self.assertAlmostEqual(d["lr"], want[gen][2])
 

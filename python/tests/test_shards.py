@@ -14,7 +14,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from ringside.shards import Piece, _put, plan_moves  # noqa: E402
-from resize import POLICY_WORKER, holding, run_4_3_5  # noqa: E402
+from resize import POLICY_WORKER, check_steps, holding, plans, run_4_3_5  # noqa: E402
 from test_elastic import Harness  # noqa: E402
 from torchreq import require_torch  # noqa: E402
 
@@ -107,9 +107,22 @@ class ZeroResizeTest(unittest.TestCase):
                                    msg="step %d: %r, unresized %r" % (s, loss, want[s - 1]))
 
     def test_sharded_optimizer_state_through_4_3_5_matches_an_unresized_run(self):
+        # KeepGlobalBatch(60, micro_batch=8): the plan of each generation,
+        # the samples of each step, each generation's owners of the
+        # optimizer state, and the loss of every step against an unresized
+        # run's.
         steps = 12
-        h = run_4_3_5(self, 29580, ["--zero", "--policy", "global", "--global-batch", str(GLOBAL)], steps)
-        lines = list(h.lines)
+        lines = list(run_4_3_5(self, 29580, ["--zero", "--policy", "global", "--global-batch", str(GLOBAL),
+                                              "--micro-batch", "8"], steps).lines)
+        got = plans(lines)
+        want = {1: (4, 15, 2), 2: (3, 20, 3), 3: (5, 12, 2)}  # world, per-rank batch, accumulation steps
+        for gen, (world, per, accum) in want.items():
+            for r in range(world):
+                d = got[(gen, r)]
+                self.assertEqual((d["world"], d["global_batch"], d["batch_size"], d["accum_steps"]),
+                                 (world, GLOBAL, per, accum), "generation %d rank %d" % (gen, r))
+                self.assertAlmostEqual(d["lr"], 0.1)
+        check_steps(self, lines, {1: 4, 2: 3, 3: 5}, {1: GLOBAL, 2: GLOBAL, 3: GLOBAL})
         # Every generation's ranks own disjoint parameters' state, and
         # none of them came from a checkpoint.
         for gen in (2, 3):
@@ -147,21 +160,19 @@ class ZeroResizeTest(unittest.TestCase):
 
 
 
-def fsdp2_available():
+def torch_at_least(major, minor):
     try:
-        import torch.distributed.checkpoint.state_dict  # noqa: F401 (torch >= 2.2)
-        try:
-            from torch.distributed.fsdp import fully_shard  # noqa: F401
-        except ImportError:
-            from torch.distributed._composable.fsdp import fully_shard  # noqa: F401
-        return True
-    except Exception:  # torch 1.13 here: no FSDP2 (and its FSDP does not import on Python 3.11)
+        import torch
+    except ImportError:
         return False
+    v = torch.__version__.split("+")[0].split(".")
+    return (int(v[0]), int(v[1])) >= (major, minor)
 
 
 @require_torch
-@unittest.skipUnless(fsdp2_available(), "FSDP2 (fully_shard) and torch.distributed.checkpoint.state_dict need torch >= "
-                     "2.2; hack/device-check runs this with its torch 2.x")
+@unittest.skipUnless(torch_at_least(2, 2), "FSDP2 (fully_shard) and torch.distributed.checkpoint.state_dict need torch "
+                     ">= 2.2 (here torch 1.13, whose FSDP does not even import on Python 3.11); hack/device-check "
+                     "runs this on its torch 2.x")
 class Fsdp2ResizeTest(ZeroResizeTest):
     """The model and its optimizer sharded by FSDP2 on gloo: rows of every
     DTensor move to the new layout at 4 -> 3 -> 5."""
