@@ -684,6 +684,9 @@ class State:
         lines.append("commits: %d, %.2f ms each; syncs moved %d bytes; %d generations joined; %d steps skipped "
                      "(non-finite)" % (st["commits"], per * 1e3, st["sync_bytes"], st["generations"],
                                        st["skipped_steps"]))
+        if st["shard_restores"]:
+            lines.append("sharded state: went back to a sharded checkpoint %d time(s) (shards lost with their ranks)"
+                         % st["shard_restores"])
         if "checkpoint_failures" in st:
             lines.append("checkpoint failures: %d" % st["checkpoint_failures"])
         return "\n".join(lines)

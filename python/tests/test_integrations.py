@@ -25,6 +25,14 @@ class ImportTest(unittest.TestCase):
         out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
         self.assertEqual(out.stdout.strip(), "[]", out.stderr)
 
+    def test_the_examples_compile(self):
+        # They cannot run here (no transformers, lightning or horovod): at
+        # least they are Python that compiles.
+        import py_compile
+
+        for name in ("hf/train.py", "lightning/train.py", "horovod/train.py"):
+            py_compile.compile(os.path.join(ROOT, "..", "examples", name), doraise=True, cfile=os.devnull)
+
     @unittest.skipIf(importable("transformers"), "transformers is installed: the callback is built for real")
     def test_the_hf_callback_without_transformers_says_what_to_install(self):
         from ringside.hf import RingsideCallback
