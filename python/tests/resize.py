@@ -7,6 +7,10 @@ import os
 
 from test_elastic import Harness
 
+# Bounds the waits that include trainers starting (importing torch takes
+# seconds, and much longer on a loaded machine); events end them sooner.
+START_BOUND_S = 180
+
 POLICY_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "policy_worker.py")
 HOLDS = ["--hold", "3:1", "--hold", "6:2"]  # where the job is resized: a drain at step 3, two joins at step 6
 
@@ -23,7 +27,7 @@ def run_4_3_5(test, port, args, steps, exit_within=90):
     h = Harness(test, port=port)
     ws = [h.add(args=args, worker=POLICY_WORKER, steps=steps) for _ in range(4)]
     h.job.commit(ws)
-    h.wait("4 ranks to hold at step 3", lambda ls: len(holding(ls, 1)) == 4)
+    h.wait("4 ranks to hold at step 3", lambda ls: len(holding(ls, 1)) == 4, START_BOUND_S)
     h.sidecars["w3"].drain("SIGTERM")
     h.wait("w3 to drain", lambda _: "drain: stopped" in h.log("w3"))
     h.job.commit(ws[:3], reason="w3 drained")
@@ -31,7 +35,7 @@ def run_4_3_5(test, port, args, steps, exit_within=90):
     new = [h.add(args=args, worker=POLICY_WORKER, steps=steps) for _ in range(2)]
     h.job.commit(ws[:3] + new, reason="join")
     for w in ws + new:
-        test.assertEqual(h.procs[w].wait(exit_within), 0, h.log(w))
+        test.assertEqual(h.procs[w].wait(exit_within + START_BOUND_S), 0, h.log(w))
     return h
 
 

@@ -14,7 +14,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from ringside.shards import Piece, _put, plan_moves  # noqa: E402
-from resize import POLICY_WORKER, check_steps, holding, plans, run_4_3_5  # noqa: E402
+from resize import POLICY_WORKER, START_BOUND_S, check_steps, holding, plans, run_4_3_5  # noqa: E402
 from test_elastic import Harness  # noqa: E402
 from torchreq import require_torch  # noqa: E402
 
@@ -144,7 +144,7 @@ class ZeroResizeTest(unittest.TestCase):
         h = Harness(self, port=29600)
         ws = [h.add(args=args, worker=POLICY_WORKER, steps=steps) for _ in range(3)]
         h.job.commit(ws)
-        h.wait("3 ranks to hold at step 5", lambda ls: len(holding(ls, 1)) == 3)
+        h.wait("3 ranks to hold at step 5", lambda ls: len(holding(ls, 1)) == 3, START_BOUND_S)
         os.kill(h.procs["w2"].pid, signal.SIGKILL)
         h.job.commit(ws[:2], reason="w2 dead")
         for w in ws[:2]:
