@@ -175,7 +175,8 @@ func TestGoldenEventStream(t *testing.T) {
 // golden request bodies, as the Go client sends them; TestAPIContract
 // posts them to a real sidecar.
 func heartbeatRequest(t *testing.T) string {
-	return goldenRequest(t, "heartbeat_request.json", api.Heartbeat{Step: 7, Samples: 224, StepTimeS: 0.25, Generation: 1, GNS: new(1536.5), ComputeTimeS: 0.2, WaitTimeS: 0.05})
+	return goldenRequest(t, "heartbeat_request.json", api.Heartbeat{Step: 7, Samples: 224, StepTimeS: 0.25, Generation: 1, GNS: new(1536.5),
+		ComputeTimeS: 0.2, WaitTimeS: 0.05, SkippedSteps: 1})
 }
 
 func failureRequest(t *testing.T) string {

@@ -39,6 +39,18 @@ func (a *Agent) recordHeartbeat(hb api.Heartbeat) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	b := &a.beats
+	// skipped_steps is counted per trainer process: a lower count than the
+	// last is a new process, counted from 0.
+	if prev := b.last.SkippedSteps; hb.SkippedSteps >= prev {
+		a.metrics.trainerSkipped.Add(float64(hb.SkippedSteps - prev))
+	} else {
+		a.metrics.trainerSkipped.Add(float64(hb.SkippedSteps))
+	}
+	a.metrics.trainerStep.Set(float64(hb.Step))
+	a.metrics.trainerStepTime.Set(hb.StepTimeS)
+	if hb.Generation > 0 {
+		a.metrics.trainerGen.Set(float64(hb.Generation))
+	}
 	b.last, b.at, b.dirty = hb, time.Now(), true
 	if hb.GNS != nil {
 		v := *hb.GNS

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,16 +21,8 @@ import (
 // gaugeValue reads an unlabelled gauge from g (0 when it is not there).
 func gaugeValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
 	t.Helper()
-	families, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() == name && len(f.GetMetric()) == 1 {
-			return f.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	return 0
+	v, _ := metricValue(t, g, name)
+	return v
 }
 
 // The throughput gauge is the rate the sidecar stores in etcd from the
@@ -115,5 +108,56 @@ func TestTheStatusCarriesTheMedianComputeAndWaitSinceTheLastOne(t *testing.T) {
 	st := stored(4)
 	if st.ComputeTimeS != 0.25 || st.WaitTimeS != 0.1 {
 		t.Fatalf("second status %+v, want the medians of steps 2 to 4: compute 0.25, wait 0.1", st)
+	}
+}
+
+// metricValue reads an unlabelled gauge or counter from g; false when it
+// is not there.
+func metricValue(t *testing.T, g prometheus.Gatherer, name string) (float64, bool) {
+	t.Helper()
+	families, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			m := f.GetMetric()[0]
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue(), true
+			}
+			return m.GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// The trainer's step, step time, generation and skipped steps reach the
+// sidecar's /metrics from its heartbeats; the skipped steps are a counter
+// that a restarted trainer (its count back at 0) does not take back.
+func TestTrainerMetricsFollowTheHeartbeats(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a := sidecartest.Start(t, srv.Endpoints(), "trainer-metrics", "w0")
+	c := newAPIClient(t, a.Socket)
+	for _, body := range []string{
+		`{"step":5,"samples":40,"step_time_s":0.25,"generation":1,"skipped_steps":1}`,
+		`{"step":9,"samples":72,"step_time_s":0.125,"generation":2,"skipped_steps":3}`,
+		`{"step":10,"samples":80,"step_time_s":0.5,"skipped_steps":1}`, // a new process: 1 more
+	} {
+		if resp, b := c.do("POST", "/v1/heartbeat", body); resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("heartbeat %s: %s %s", body, resp.Status, b)
+		}
+	}
+	for name, want := range map[string]float64{
+		"ringside_trainer_step":                10,
+		"ringside_trainer_step_seconds":        0.5,
+		"ringside_trainer_generation":          2, // the last heartbeat named none
+		"ringside_trainer_skipped_steps_total": 4,
+	} {
+		if got, ok := metricValue(t, a.Gatherer(), name); !ok || got != want {
+			t.Errorf("%s = %g (exported: %v), want %g", name, got, ok, want)
+		}
+	}
+	if resp, b := c.do("POST", "/v1/heartbeat", `{"step":1,"samples":1,"step_time_s":0.1,"skipped_steps":-1}`); resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "skipped_steps must not be negative") {
+		t.Fatalf("a negative skipped_steps: %s %s, want 400 naming it", resp.Status, b)
 	}
 }

@@ -20,6 +20,10 @@ type metrics struct {
 	rendezvousWait  prometheus.Histogram
 	trainerAttached prometheus.Gauge
 	trainerSamples  prometheus.Gauge
+	trainerStep     prometheus.Gauge
+	trainerStepTime prometheus.Gauge
+	trainerGen      prometheus.Gauge
+	trainerSkipped  prometheus.Counter
 	gossipMembers   prometheus.GaugeFunc
 	gossipSuspects  prometheus.GaugeFunc
 	etcdErrors      *prometheus.CounterVec
@@ -59,6 +63,14 @@ func newMetrics(gossipMembers, gossipSuspects func() float64) *metrics {
 			"1 while this pod's trainer is attached to the API (an event stream open, heartbeats on time), else 0."),
 		trainerSamples: r.gauge("ringside_trainer_samples_per_second",
 			"Samples per second this pod's trainer processed over its last status interval, from its heartbeats (the rate stored in etcd); 0 while it is not attached."),
+		trainerStep: r.gauge("ringside_trainer_step",
+			"The job's step counter in this pod's trainer's last heartbeat (its last commit)."),
+		trainerStepTime: r.gauge("ringside_trainer_step_seconds",
+			"Seconds per step over the commit interval of this pod's trainer's last heartbeat."),
+		trainerGen: r.gauge("ringside_trainer_generation",
+			"The generation this pod's trainer trained in at its last heartbeat; behind ringside_coordinator_generation while it re-forms."),
+		trainerSkipped: r.counter("ringside_trainer_skipped_steps_total",
+			"Steps this pod's trainer rolled back instead of committing (non-finite loss or gradients: the skip-step guard)."),
 		gossipMembers: r.gaugeFunc("ringside_gossip_members",
 			"Members alive in this sidecar's gossip view, itself included.", gossipMembers),
 		gossipSuspects: r.gaugeFunc("ringside_gossip_suspects",

@@ -5,6 +5,12 @@
 - ringside.elastic: live elastic PyTorch training: State (commit, restore,
   sync, save, load), run(train_fn, state) and ElasticSampler. torch is
   imported only when used.
+- ringside.batch: what the global batch and the learning rate become on
+  a resize (KeepGlobalBatch, KeepPerRankBatch).
+- ringside.shards: sharded state (ZeroRedundancyOptimizer, FSDP2) kept
+  per rank and resharded on a resize (State.shard).
+- ringside.hf, ringside.lightning: a Hugging Face Trainer callback and
+  Lightning plugins; their libraries are imported only when used.
 """
 
 from ._version import __version__

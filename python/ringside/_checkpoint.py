@@ -23,6 +23,7 @@ class Checkpointer:
     def __init__(self, directory, every):
         if every is not None and every < 1:
             raise ValueError("checkpoint_every must be at least 1 step, got %r" % (every,))
+        self.directory = directory
         self.path = os.path.join(directory, FILE_NAME)
         self.every = every or 1
         self.saved_step = None  # the step of the newest checkpoint on disk (written and renamed)

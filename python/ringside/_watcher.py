@@ -205,9 +205,10 @@ class Heartbeats:
         self._thread = threading.Thread(target=self._run, name="ringside-heartbeats", daemon=True)
         self._thread.start()
 
-    def post(self, step, samples, step_time_s, generation, gns=None, compute_time_s=None, wait_time_s=None):
+    def post(self, step, samples, step_time_s, generation, gns=None, compute_time_s=None, wait_time_s=None,
+             skipped_steps=0):
         with self._lock:
-            self._pending = (step, samples, step_time_s, generation, gns, compute_time_s, wait_time_s)
+            self._pending = (step, samples, step_time_s, generation, gns, compute_time_s, wait_time_s, skipped_steps)
         self._wake.set()
 
     def stop(self):

@@ -372,13 +372,14 @@ class Client:
         return EventStream(conn, resp, self.address)
 
     def heartbeat(self, step, samples, step_time_s, generation=None, gns=None, compute_time_s=None,
-                  wait_time_s=None):
+                  wait_time_s=None, skipped_steps=0):
         """Reports a completed step: the job's step counter, this member's
         samples so far, and the step's seconds; gns, when measured, is the
         gradient noise scale (samples; finite, not negative); compute_time_s
         and wait_time_s, when measured, split the step's seconds into this
         rank's own work and its wait in the collectives for its peers (the
-        leader compares compute times to find a straggler)."""
+        leader compares compute times to find a straggler); skipped_steps
+        how many steps this process rolled back as non-finite so far."""
         body = {"step": int(step), "samples": int(samples), "step_time_s": float(step_time_s)}
         if generation:
             body["generation"] = int(generation)
@@ -397,6 +398,10 @@ class Client:
                 raise ValueError("gns (the gradient noise scale) must be finite and not negative, got %r; "
                                  "pass None when it is not measured" % gns)
             body["gns"] = gns
+        if skipped_steps:
+            if int(skipped_steps) < 0:
+                raise ValueError("skipped_steps must not be negative, got %r" % (skipped_steps,))
+            body["skipped_steps"] = int(skipped_steps)
         self._call("POST", "/v1/heartbeat", body)
 
     def failure(self, peer, error=""):

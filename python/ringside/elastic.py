@@ -49,10 +49,14 @@ from .errors import (CheckpointFailed, IncompatibleSidecar, RingsideError, Sidec
 from .state import DrainRequested, GenerationChanged, Interrupted, State
 
 __all__ = ["run", "State", "Interrupted", "GenerationChanged", "DrainRequested", "StateCorrupt", "ElasticSampler",
-           "collate_allow_empty"]
+           "collate_allow_empty", "KeepGlobalBatch", "KeepPerRankBatch", "log"]
 
 
 def __getattr__(name):
+    if name in ("KeepGlobalBatch", "KeepPerRankBatch"):
+        from . import batch
+
+        return getattr(batch, name)
     # The sampler is a torch Sampler: torch is imported when it is asked for.
     if name in ("ElasticSampler", "collate_allow_empty"):
         from . import sampler
@@ -60,7 +64,27 @@ def __getattr__(name):
         return getattr(sampler, name)
     raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
-log = logging.getLogger("ringside")
+_log = logging.getLogger("ringside")
+
+
+class _MainLog(logging.LoggerAdapter):
+    """A logger that writes on rank 0 of the current group only, each line
+    prefixed with the generation: elastic.log.info(...) in a
+    train_fn logs once per job, not once per rank."""
+
+    def isEnabledFor(self, level):
+        try:
+            rank = _current.rank_world()[0]
+        except _current.NoGroup:
+            return False
+        return rank == 0 and self.logger.isEnabledFor(level)
+
+    def process(self, msg, kwargs):
+        g = _current.group()
+        return ("[generation %d] %s" % (g.generation, msg) if g is not None else msg), kwargs
+
+
+log = _MainLog(logging.getLogger("ringside.train"), {})
 
 # A peer's address in a failed collective's message: only a hint of whom
 # to name to the sidecar, never how the failure is recognised (_failure).
@@ -102,7 +126,10 @@ class _Session:
             wait = min(waited / max(steps, 1), step_time_s)
             compute = step_time_s - wait
         if self.beats is not None:
-            self.beats.post(state.step, state.samples, step_time_s, state.generation, gns, compute, wait)
+            self.beats.post(state.step, state.samples, step_time_s, state.generation, gns, compute, wait,
+                            state.stats["skipped_steps"])
+        if self.checkpointer is not None and state._shards is not None:
+            state._checkpoint_shard(self.checkpointer.directory, self.checkpointer.every)
         if self.checkpointer is not None and state.rank == 0:
             try:
                 self.checkpointer.committed(state)
@@ -247,20 +274,20 @@ class _Trainer:
             try:
                 r = self.await_generation(after, limit)
                 if r is None:
-                    log.info("no new generation after the group broke; forming generation %d again", after)
+                    _log.info("no new generation after the group broke; forming generation %d again", after)
                     r = self.await_generation(after - 1, None)
             except _Drained:
                 return None
             after, limit = r.generation, None
             if r.state != ACTIVE:
                 if self.watcher.draining:
-                    log.info("drained: generation %d leaves this member out (step %d)", r.generation, self.state.committed_step)
+                    _log.info("drained: generation %d leaves this member out (step %d)", r.generation, self.state.committed_step)
                     return None
-                log.info("not training in generation %d (%s%s); waiting for the next", r.generation, r.state,
+                _log.info("not training in generation %d (%s%s); waiting for the next", r.generation, r.state,
                          ", " + r.reason if r.reason else "")
                 continue
             if self.watcher.draining:
-                log.info("draining: not training in generation %d; waiting for the one without this member", r.generation)
+                _log.info("draining: not training in generation %d; waiting for the one without this member", r.generation)
                 continue
             if self.local_rank >= r.local_world_size:
                 raise ValueError("LOCAL_RANK %d, but member %s has %d slots: start one trainer per slot with LOCAL_RANK 0 "
@@ -289,10 +316,10 @@ class _Trainer:
             try:
                 t0 = time.monotonic()
                 r = self.client.rendezvous(after=after, timeout=wait, local_rank=self.local_rank)
-                log.debug("rendezvous after %d: %s in %.3fs", after, r.generation if r else None, time.monotonic() - t0)
+                _log.debug("rendezvous after %d: %s in %.3fs", after, r.generation if r else None, time.monotonic() - t0)
             except SidecarUnreachable as e:
                 if self.watcher.draining:
-                    log.info("drained: the sidecar has gone (%s)", e)
+                    _log.info("drained: the sidecar has gone (%s)", e)
                     raise _Drained() from None
                 failing_since = failing_since or time.monotonic()
                 if time.monotonic() - failing_since > self.connect_timeout:
@@ -314,7 +341,7 @@ class _Trainer:
         try:
             group = _group.form(r, self.local_rank, self.backend, self.timeout, self.form_timeout, stop)
         except _group.FormationAborted as e:
-            log.info("generation %d: %s", r.generation, e)
+            _log.info("generation %d: %s", r.generation, e)
             return False, None, None
         except _group.FormationFailed as e:
             return False, None, self.broken(r, e)
@@ -325,11 +352,13 @@ class _Trainer:
         await_drain = True
         try:
             try:
+                state._shards = None  # the last group's adapter: train_fn attaches this one's (State.shard)
                 src = state.sync()
                 group.formed()
-                log.info("generation %d: rank %d of %d, formed and synced from rank %d at step %d in %.3fs",
+                _log.info("generation %d: rank %d of %d, formed and synced from rank %d at step %d in %.3fs",
                          r.generation, group.rank, group.world_size, src, state.step, time.monotonic() - t0)
                 state.check()
+                state._enter_generation()
                 state._committed_at = time.monotonic()
                 _current.take_waited()  # the sync's collectives are no step's wait
                 return True, self.train_fn(state), None
@@ -339,7 +368,7 @@ class _Trainer:
                 # The others block in their next collective until the
                 # generation without this member aborts it; this group
                 # stays up till then so they do not see a broken one.
-                log.info("drain: stopped after the commit of step %d; waiting to be left out", state.committed_step)
+                _log.info("drain: stopped after the commit of step %d; waiting to be left out", state.committed_step)
                 return False, None, None
             except (StateCorrupt, SidecarLost, IncompatibleSidecar):
                 await_drain = False
@@ -348,12 +377,12 @@ class _Trainer:
                 why = _failure.collective_failure(e, group, watcher, r.generation, state._committed_at, self.timeout)
                 if why is None:
                     await_drain = False
-                    log.error("generation %d: train_fn raised %s (not a failed collective); this member leaves the "
+                    _log.error("generation %d: train_fn raised %s (not a failed collective); this member leaves the "
                               "job", r.generation, type(e).__name__)
                     raise
                 state.restore()
                 if group.aborted or watcher.interrupted(r.generation):
-                    log.info("generation %d ended (%s): %s", r.generation, why, _first_line(e))
+                    _log.info("generation %d ended (%s): %s", r.generation, why, _first_line(e))
                     return False, None, None if watcher.newer_than(r.generation) else self.reform_after
                 self.report(r, e, group.broken_links())
                 return False, None, self.broken(r, e, why)
@@ -377,7 +406,7 @@ class _Trainer:
         if self.failures > self.max_retries:
             raise RingsideError("the group broke %d times without a commit past step %d (generation %d, last: %s: %s)"
                                 % (self.failures, self.failed_at, r.generation, why, _first_line(err))) from err
-        log.warning("generation %d: the group broke (%s: %s); waiting for the next generation", r.generation, why,
+        _log.warning("generation %d: the group broke (%s: %s); waiting for the next generation", r.generation, why,
                     _first_line(err))
         return self.reform_after
 
@@ -402,9 +431,9 @@ class _Trainer:
             try:
                 self.client.failure(peer, _first_line(err))
             except RingsideError as e:
-                log.warning("could not report the failed collective with %s: %s", peer, e)
+                _log.warning("could not report the failed collective with %s: %s", peer, e)
         if peers:
-            log.info("reported the failed collective to the sidecar, naming %s", ", ".join(peers))
+            _log.info("reported the failed collective to the sidecar, naming %s", ", ".join(peers))
 
 
 def _leave_stuck(group, draining, watcher=None):
@@ -416,7 +445,7 @@ def _leave_stuck(group, draining, watcher=None):
     if not draining:
         _reexec(group, watcher)
         return
-    log.info("drained: leaving the blocked collective of generation %d by exiting", group.generation)
+    _log.info("drained: leaving the blocked collective of generation %d by exiting", group.generation)
     _flush()
     os._exit(0)
 
@@ -436,7 +465,7 @@ def _reexec(group, watcher=None):
     open across the exec; the new process rejoins the current generation
     and syncs."""
     argv = list(getattr(sys, "orig_argv", None) or [sys.executable] + sys.argv)
-    log.warning("re-executing this trainer to leave the blocked collective of generation %d: %s",
+    _log.warning("re-executing this trainer to leave the blocked collective of generation %d: %s",
                 group.generation, " ".join(argv))
     _flush()
     if watcher is not None:
@@ -445,7 +474,7 @@ def _reexec(group, watcher=None):
         os.execv(sys.executable, argv)
     except OSError as e:
         os.environ.pop(_watcher.HANDOVER_ENV, None)
-        log.error("could not re-execute %s: %s; the collective ends at its timeout", sys.executable, e)
+        _log.error("could not re-execute %s: %s; the collective ends at its timeout", sys.executable, e)
 
 
 def _leave(client, err):
@@ -453,9 +482,9 @@ def _leave(client, err):
     its trainer, so the others re-form without it at once."""
     try:
         Client(client.address, timeout=_LEAVE_TIMEOUT_S).leave()
-        log.info("told the sidecar this member leaves the job (%s)", type(err).__name__)
+        _log.info("told the sidecar this member leaves the job (%s)", type(err).__name__)
     except RingsideError as e:
-        log.warning("could not tell the sidecar this member leaves: %s", e)
+        _log.warning("could not tell the sidecar this member leaves: %s", e)
 
 
 def _first_line(e):
@@ -492,13 +521,13 @@ def _drain_on_sigterm(client, watcher):
         try:
             client.leave()
         except RingsideError as e:
-            log.warning("asked to stop, but the sidecar did not take the leave request: %s", e)
+            _log.warning("asked to stop, but the sidecar did not take the leave request: %s", e)
 
     def handler(signum, frame):
         if asked:
             raise SystemExit(128 + signum)
         asked.append(signum)
-        log.info("%s: draining this member", signal.Signals(signum).name)
+        _log.info("%s: draining this member", signal.Signals(signum).name)
         threading.Thread(target=leave, name="ringside-leave", daemon=True).start()
 
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -56,6 +56,7 @@ import torch
 from torch.utils.data import Sampler
 
 from . import _current
+from .batch import share
 
 __all__ = ["ElasticSampler", "collate_allow_empty"]
 
@@ -66,11 +67,12 @@ def _world():
     return _current.rank_world()
 
 
-def rounds(left, world, batch):
+def rounds(left, world, batch, global_batch=None):
     """The sizes of the rounds that lay left indices out over world ranks
-    with batch indices each: full rounds of world*batch, the rest shared
-    by a last round, merged into the round before when fewer than world."""
-    full = world * batch
+    with batch indices each (or global_batch in all, when given): full
+    rounds of world*batch, the rest shared by a last round, merged into the
+    round before when fewer than world."""
+    full = global_batch or world * batch
     k, m = divmod(left, full)
     out = [full] * k
     if m:
@@ -79,12 +81,6 @@ def rounds(left, world, batch):
         else:
             out[-1] += m
     return out
-
-
-def share(total, world, rank):
-    """(offset, size) of rank's contiguous share of a round of total."""
-    base, extra = divmod(total, world)
-    return rank * base + min(rank, extra), base + (1 if rank < extra else 0)
 
 
 class ElasticSampler(Sampler):
@@ -103,13 +99,14 @@ class ElasticSampler(Sampler):
         self.epoch = 0
         self.consumed = 0
         self.batch_size = batch_size
+        self.global_batch = None  # set by a KeepGlobalBatch policy: rounds of this many indices
         self._order_of = None
 
     # What run() commits.
 
     def state_dict(self):
         return {"dataset_len": self.dataset_len, "shuffle": self.shuffle, "seed": self.seed, "epoch": self.epoch,
-                "consumed": self.consumed, "batch_size": self.batch_size}
+                "consumed": self.consumed, "batch_size": self.batch_size, "global_batch": self.global_batch}
 
     def load_state_dict(self, sd):
         if int(sd["dataset_len"]) != self.dataset_len:
@@ -118,6 +115,21 @@ class ElasticSampler(Sampler):
         self.shuffle, self.seed = bool(sd["shuffle"]), int(sd["seed"])
         self.epoch, self.consumed = int(sd["epoch"]), int(sd["consumed"])
         self.batch_size = sd.get("batch_size")
+        self.global_batch = sd.get("global_batch")
+
+    def set_rounds(self, *, batch_size: Optional[int] = None, global_batch: Optional[int] = None) -> None:
+        """How the rest of the epoch is laid out: rounds of batch_size
+        indices per rank, or of global_batch indices shared by the ranks
+        (ranks differ by one index at most). A batch policy
+        (ringside.batch) calls it at each generation boundary."""
+        if (batch_size is None) == (global_batch is None):
+            raise ValueError("set_rounds: give batch_size or global_batch, one of them")
+        for name, v in (("batch_size", batch_size), ("global_batch", global_batch)):
+            if v is not None and int(v) <= 0:
+                raise ValueError("set_rounds: %s must be positive, got %d" % (name, v))
+        self.global_batch = None if global_batch is None else int(global_batch)
+        if batch_size is not None:
+            self.batch_size = int(batch_size)
 
     # The training loop's calls.
 
@@ -127,15 +139,21 @@ class ElasticSampler(Sampler):
         if int(epoch) != self.epoch:
             self.epoch, self.consumed = int(epoch), 0
 
-    def record_batch(self, batch_size: int) -> None:
+    def record_batch(self, batch_size: Optional[int] = None) -> None:
         """Counts one step of batch_size indices per rank as trained: call
-        it on every rank after each optimizer step, before the commit."""
-        batch_size = int(batch_size)
-        if batch_size <= 0:
-            raise ValueError("record_batch: batch_size must be positive, got %d" % batch_size)
-        self.batch_size = batch_size
+        it on every rank after each optimizer step, before the commit.
+        Under a batch policy (set_rounds), call it without batch_size: the
+        round is the policy's."""
+        if batch_size is not None:
+            batch_size = int(batch_size)
+            if batch_size <= 0:
+                raise ValueError("record_batch: batch_size must be positive, got %d" % batch_size)
+            if self.global_batch is None:
+                self.batch_size = batch_size
+        elif self.batch_size is None and self.global_batch is None:
+            raise ValueError("record_batch: no batch_size given, and no batch policy set the rounds")
         _, world = _world()
-        r = rounds(self.remaining(), world, batch_size)
+        r = rounds(self.remaining(), world, self.batch_size or 1, self.global_batch)
         if r:
             self.consumed += r[0]
 
@@ -143,11 +161,12 @@ class ElasticSampler(Sampler):
         """How many indices of the epoch the job has not trained yet."""
         return max(0, self.dataset_len - self.consumed)
 
-    def batches(self, batch_size: int) -> "_Batches":
+    def batches(self, batch_size: Optional[int] = None) -> "_Batches":
         """A batch sampler (a DataLoader's batch_sampler=) over this sampler:
         one list of indices per step, the same number of steps on every
-        rank."""
-        return _Batches(self, int(batch_size))
+        rank. Without batch_size, the rounds a batch policy set (see
+        set_rounds), read at each new iterator."""
+        return _Batches(self, None if batch_size is None else int(batch_size))
 
     # Iteration.
 
@@ -167,7 +186,7 @@ class ElasticSampler(Sampler):
         rank, world = _world()
         order, start = self._order(), self.consumed
         out = []
-        for total in rounds(self.remaining(), world, batch_size):
+        for total in rounds(self.remaining(), world, batch_size, self.global_batch):
             off, size = share(total, world, rank)
             out.append(order[start + off:start + off + size])
             start += total
@@ -183,16 +202,25 @@ class ElasticSampler(Sampler):
 
 class _Batches(Sampler):
     def __init__(self, sampler, batch_size):
-        if batch_size <= 0:
+        if batch_size is not None and batch_size <= 0:
             raise ValueError("batches: batch_size must be positive, got %d" % batch_size)
         self.sampler = sampler
-        self.batch_size = batch_size
+        self._batch_size = batch_size
+
+    @property
+    def batch_size(self):
+        s = self.sampler
+        b = self._batch_size or s.batch_size
+        if b is None and s.global_batch is None:
+            raise ValueError("batches(): no batch_size given, and no batch policy set the rounds")
+        return b or 1
 
     def __iter__(self):
         return iter(self.sampler._layout(self.batch_size))
 
     def __len__(self):
-        return len(rounds(self.sampler.remaining(), _world()[1], self.batch_size))
+        s = self.sampler
+        return len(rounds(s.remaining(), _world()[1], self.batch_size, s.global_batch))
 
 
 def collate_allow_empty(collate_fn=None):

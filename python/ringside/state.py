@@ -28,6 +28,7 @@ save(path) and load(path) keep the commit on disk in the same format.
 
 import copy
 import hashlib
+import logging
 import os
 import random
 import sys
@@ -37,6 +38,8 @@ from typing import Any, Optional
 
 from . import _codec
 from .errors import CollectiveFailed, StateCorrupt
+
+_log = logging.getLogger("ringside")
 
 
 class Interrupted(BaseException):
@@ -54,7 +57,9 @@ class DrainRequested(Interrupted):
 
 
 _RESERVED = {"model", "optimizer", "step", "samples", "rank", "world_size", "local_rank", "generation", "member",
-             "register", "commit", "restore", "sync", "check", "save", "load", "digest", "checksum", "measure_gns", "gns"}
+             "register", "commit", "restore", "sync", "check", "save", "load", "digest", "checksum", "measure_gns", "gns",
+             "batch", "batch_policy", "is_main", "summary", "guard", "stats", "commit_every", "committed_step",
+             "shard", "adopt"}
 
 
 def is_stateful(obj):
@@ -326,10 +331,15 @@ class State:
 
     While run() trains, rank, world_size, local_rank, generation and member
     describe the current group.
+
+    batch_policy (ringside.batch.KeepGlobalBatch or KeepPerRankBatch) says
+    what the global batch and the learning rate become when the world size
+    changes; run() puts it in force at each generation boundary and
+    state.batch is the plan in force (a ringside.batch.BatchPlan).
     """
 
     def __init__(self, model: Any, optimizer: Any = None, *, rng: bool = True, commit_every: int = 1,
-                 **fields: Any) -> None:
+                 batch_policy: Any = None, **fields: Any) -> None:
         for k in fields:
             if k in _RESERVED or k.startswith("_"):
                 raise ValueError("State field %r is reserved; pick another name" % k)
@@ -346,9 +356,17 @@ class State:
         self._params_sha = None  # of the last commit's model, once a sync asked for it
         self._gns = None  # a GradientNoiseScale once measure_gns was called
         self._gns_batch = None
-        self.stats = {"commits": 0, "commit_s": 0.0, "last_commit_s": 0.0, "sync_bytes": 0, "last_sync_bytes": 0}
+        self.stats = {"commits": 0, "commit_s": 0.0, "last_commit_s": 0.0, "sync_bytes": 0, "last_sync_bytes": 0,
+                      "skipped_steps": 0, "generations": 0, "shard_restores": 0}
         self._fields = []
         self._objects = {}
+        self.batch_policy = batch_policy
+        self.batch = None  # the BatchPlan in force, once run() formed a group
+        if batch_policy is not None:
+            if not (is_stateful(batch_policy) and callable(getattr(batch_policy, "apply", None))):
+                raise TypeError("State(batch_policy=...) needs a ringside.batch policy (KeepGlobalBatch, "
+                                "KeepPerRankBatch), got %s" % type(batch_policy).__name__)
+            self._objects["batch_policy"] = batch_policy
         for k, v in fields.items():
             if is_stateful(v):
                 self._objects[k] = v
@@ -363,6 +381,10 @@ class State:
         self.member = ""
         self._session = None
         self._snapshot = None
+        self._shards = None  # the shards adapter attached in this generation (shard())
+        self._shard = None  # its last capture: this rank's pieces (see ringside.shards)
+        self._shard_saved = -1  # the step of this rank's newest sharded checkpoint
+        self._replicas = 0  # copies of this rank's shard the next ranks keep (shard(replicas=))
         self._committed_at = time.monotonic()
         self._saver = None
         self.commit(check=False)
@@ -388,10 +410,16 @@ class State:
     def _gather(self):
         """What a commit holds, its tensors still the live ones (nothing is
         copied yet): everything that could raise comes before the copy."""
+        sharded = self._snapshot.get("sharded") if self._snapshot is not None else None
+        if self._shards is not None:
+            policy = self.batch_policy
+            sharded = {"replicated": _clone_cpu(self._shards.replicated()),
+                       "lr_scale": policy.lr_scale if policy is not None else 1.0}
         return {
             "step": int(self.step),
             "samples": int(self.samples),
-            "model": self.model.state_dict(),
+            "sharded": sharded,
+            "model": {} if getattr(self._shards, "covers_model", False) else self.model.state_dict(),
             "optimizer": self.optimizer.state_dict() if self.optimizer is not None else None,
             "objects": {k: o.state_dict() for k, o in self._objects.items()},
             "fields": copy.deepcopy({k: getattr(self, k) for k in self._fields}),
@@ -421,7 +449,13 @@ class State:
         return self._snapshot
 
     def _apply(self, snap):
-        self.model.load_state_dict(snap["model"])
+        if snap["model"] or snap.get("sharded") is None:
+            self.model.load_state_dict(snap["model"])
+        shard = self._shard
+        if self._shards is not None and shard is not None and shard["step"] == snap["step"]:
+            self._shards.load({p.name: p.tensor.clone() for p in shard["pieces"]})
+            if snap.get("sharded"):
+                self._shards.load_replicated(copy.deepcopy(snap["sharded"]["replicated"]))
         if self.optimizer is not None and snap["optimizer"] is not None:
             # A copy: the optimizer keeps CPU tensors it is given, and
             # updates them in place.
@@ -474,6 +508,12 @@ class State:
                 session.check(self.generation, drain=False)
                 raise GenerationChanged("the group of generation %d was aborted during the commit" % self.generation)
             self._copy(live, devices)
+            if self._shards is not None:
+                from . import shards
+
+                self._shard = shards.capture(self._shards, self.step, self.rank, self.world_size)
+                if self._replicas:
+                    shards.replicate(self._shard, self._replicas, _device())
             took = time.perf_counter() - t0
             st = self.stats
             st["commits"] += 1
@@ -495,6 +535,197 @@ class State:
     def restore(self) -> None:
         """Goes back to the last commit."""
         self._apply(self._snapshot)
+
+    # The generation boundary and the everyday helpers.
+
+    def _enter_generation(self):
+        """Called by run() once a new group holds the synced commit, before
+        train_fn: puts the batch policy in force for the new world."""
+        self.stats["generations"] += 1
+        self._shards = None  # built for the last group: train_fn attaches this one's (shard())
+        self._apply_policy()
+        if self.batch is not None and self.is_main:
+            _log.info("generation %d: %s", self.generation, self.batch.describe())
+
+    def _apply_policy(self):
+        if self.batch_policy is not None:
+            from .batch import apply_to_state
+
+            self.batch = apply_to_state(self.batch_policy, self)
+
+    def shard(self, obj: Any, optimizer: Any = None, *, replicas: int = 1) -> None:
+        """Attaches sharded state for this generation and gives this rank
+        its shard of the last commit (a collective: every rank calls it at
+        the same point of train_fn, after building obj for the new group).
+        obj is a ZeroRedundancyOptimizer (torch 1.13 and 2.x; give State
+        no optimizer then), an FSDP2 model (fully_shard, torch >= 2.2) with
+        its optimizer, or an adapter of ringside.shards. From then on a
+        commit keeps a host copy of this rank's shard only; see
+        ringside.shards for the reshard on a resize and what happens when
+        a shard left with its rank. With replicas=k (default 1), every
+        commit also sends this rank's shard to the next k ranks of the ring
+        (and keeps the previous k ranks'): a drain, or the loss of up to k
+        neighbouring ranks, then loses no step; 0 keeps no copy (a lost
+        shard then comes back from the sharded checkpoint)."""
+        if int(replicas) < 0:
+            raise ValueError("State.shard: replicas must be 0 or more, got %r" % (replicas,))
+        replicas = int(replicas)
+        from . import shards
+
+        adapter = shards.adapter_for(obj, optimizer)
+        if getattr(adapter, "covers_model", False):
+            self.model = adapter.model  # this generation's sharded module
+        dev = _device()
+        step = self.committed_step
+        if self._snapshot.get("sharded") is None:
+            # Nothing was committed sharded yet (the synced commit says so
+            # alike on every rank): the new object's fresh state is the shard.
+            self._shards, self._replicas = adapter, replicas
+            self._shard = shards.capture(adapter, step, self.rank, self.world_size)
+            return
+        try:
+            shards.reshard(adapter, self._shard, step, dev)
+        except shards.ShardLost as e:
+            self._restore_shards(adapter, e)
+        sharded = self._snapshot.get("sharded")
+        if sharded is not None:
+            policy = self.batch_policy
+            ratio = (policy.lr_scale if policy is not None else 1.0) / sharded["lr_scale"]
+            adapter.load_replicated(_scale_lr(copy.deepcopy(sharded["replicated"]), ratio))
+        self._shards, self._replicas = adapter, replicas
+        self._shard = shards.capture(adapter, self.committed_step, self.rank, self.world_size)
+        if replicas:
+            shards.replicate(self._shard, replicas, dev)
+
+    def _restore_shards(self, adapter, lost):
+        """The group lost rows of the sharded state with a rank: every rank
+        goes back to the newest sharded checkpoint complete on disk."""
+        from . import shards
+
+        session = self._session
+        directory = getattr(getattr(session, "checkpointer", None), "directory", None)
+        done = shards.complete_steps(directory) if directory else {}
+        mains = {s for s in done if os.path.exists(shards.main_path(directory, s))}
+        if not mains:
+            raise shards.ShardLost("%s; no sharded checkpoint to go back to (run(checkpoint_dir=...) writes them)"
+                                   % lost) from None
+        step = max(mains)
+        lost_from = self.committed_step
+        self._replace(read_checkpoint(shards.main_path(directory, step)))
+        self._shard = None
+        self._apply(self._snapshot)
+        self._apply_policy()  # the policy's state went back too: the plan of this world again
+        shards.load_from_files(adapter, directory, step, done[step])
+        self.stats["shard_restores"] += 1
+        _log.warning("event shard_restored: %s; went back to the sharded checkpoint of step %d in %s: steps %d-%d are "
+                     "trained again", lost, step, directory, step + 1, lost_from)
+
+    def _checkpoint_shard(self, directory, every):
+        """Writes this rank's shard (rank 0 also the replicated commit) when
+        the committed step passed a multiple of every."""
+        from . import shards
+
+        step = self.committed_step
+        if self._shard is None or self._shard["step"] != step or step // every <= self._shard_saved // every:
+            return
+        shards.write_shard(directory, self._shard, self.rank, self.world_size)
+        if self.rank == 0:
+            shards.write_main(directory, self._snapshot)
+        self._shard_saved = step
+
+    def adopt(self, optimizer: Any = None, **objects: Any) -> None:
+        """Takes the optimizer and objects (schedulers, scalers) that a
+        framework built inside train_fn (a Hugging Face Trainer, a
+        Lightning Trainer) as this State's: when the last commit holds
+        their state, they are restored from it (a later generation goes
+        on where the job was); else it is committed now with them."""
+        if optimizer is not None:
+            self.optimizer = optimizer
+        for name, obj in objects.items():
+            if obj is not None:
+                self.register(name, obj)
+        snap = self._snapshot
+        if (optimizer is None or snap.get("optimizer") is not None) and all(
+                k in (snap.get("objects") or {}) for k, o in objects.items() if o is not None):
+            self.restore()
+        else:
+            self.commit(check=False, force=True)
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this process is rank 0 of the current group (the one that
+        logs, prints and writes the files meant once per job)."""
+        return self.rank == 0
+
+    def guard(self, loss: Any = None) -> bool:
+        """The skip-step guard: call it after backward(), before the
+        optimizer's step. True when the loss (if given) and every gradient
+        of the model are finite on every rank; the ranks agree through one
+        small all-reduce, so they all step or all skip. Otherwise the step
+        is rolled back: the model, the optimizer, the registered objects
+        (schedulers, scalers), the fields and the random generators go back
+        to the last commit and the gradients are cleared, so the non-finite
+        values never reach a commit; samplers keep their progress (the
+        skipped batch counts as seen, as a loss scaler skips an overflowing
+        step). It returns False then: skip optimizer.step() and the step
+        counter, then record the batch and commit as usual.
+        stats["skipped_steps"] counts the skips."""
+        import torch
+
+        what = None
+        if loss is not None and not bool(torch.isfinite(torch.as_tensor(loss).detach()).all()):
+            what = "loss"
+        else:
+            for p in self.model.parameters():
+                g = p.grad.to_local() if type(p.grad).__name__ == "DTensor" else p.grad
+                if g is not None and not bool(torch.isfinite(g).all()):
+                    what = "gradient"
+                    break
+        bad = what is not None
+        if self._session is not None or _distributed():
+            import torch.distributed as dist
+
+            flag = torch.tensor([1.0 if bad else 0.0], device=_device())
+            _collective(dist.all_reduce, flag, dist.ReduceOp.MAX)
+            bad = bool(flag.item() > 0)
+        if not bad:
+            return True
+        keep = {k: o.state_dict() for k, o in self._objects.items() if callable(getattr(o, "set_rounds", None))}
+        self.restore()
+        self._apply_policy()  # the commit may predate this generation's plan: the plan stays in force
+        for k, sd in keep.items():
+            self._objects[k].load_state_dict(sd)
+        for p in self.model.parameters():
+            p.grad = None
+        self.stats["skipped_steps"] += 1
+        _log.warning("skipped a step with a non-finite %s: rolled back to the commit of step %d (%d skipped so far)",
+                     what or "value on another rank", self.committed_step, self.stats["skipped_steps"])
+        return False
+
+    def summary(self) -> str:
+        """A few lines for the user's log: where the job is, the group, the
+        batch and learning rate in force, and what commits, syncs and skips
+        cost so far."""
+        st = self.stats
+        lines = ["step %d (committed %d), %d samples on this member; generation %d, rank %d of %d%s"
+                 % (self.step, self.committed_step, self.samples, self.generation, self.rank, self.world_size,
+                    " (member %s)" % self.member if self.member else "")]
+        if self.batch is not None:
+            lines.append("batch: " + self.batch.describe())
+        opt = self.optimizer if self.optimizer is not None else getattr(self._shards, "optimizer", None)
+        lrs = sorted({g["lr"] for g in getattr(opt, "param_groups", []) if "lr" in g})
+        if lrs:
+            lines.append("learning rate: %s" % ", ".join("%.6g" % lr for lr in lrs))
+        per = st["commit_s"] / st["commits"] if st["commits"] else 0.0
+        lines.append("commits: %d, %.2f ms each; syncs moved %d bytes; %d generations joined; %d steps skipped "
+                     "(non-finite)" % (st["commits"], per * 1e3, st["sync_bytes"], st["generations"],
+                                       st["skipped_steps"]))
+        if st["shard_restores"]:
+            lines.append("sharded state: went back to a sharded checkpoint %d time(s) (shards lost with their ranks)"
+                         % st["shard_restores"])
+        if "checkpoint_failures" in st:
+            lines.append("checkpoint failures: %d" % st["checkpoint_failures"])
+        return "\n".join(lines)
 
     # On disk.
 
@@ -709,6 +940,33 @@ class State:
             snap["rng"] = self._snapshot["rng"]  # this rank's own streams go on
         self._replace(snap)
         return None
+
+
+def _scale_lr(replicated, ratio):
+    """The replicated values of a sharded optimizer with every learning rate
+    times ratio (param groups as a list of dicts, or flat names ending in
+    /lr)."""
+    if ratio == 1.0:
+        return replicated
+    if isinstance(replicated, list):
+        return [dict(g, lr=g["lr"] * ratio) if "lr" in g else g for g in replicated]
+    return {k: v * ratio if k.endswith("/lr") else v for k, v in replicated.items()}
+
+
+def _device():
+    """Where the current group's collectives take their tensors."""
+    import torch
+
+    backend = _session_group()[2]
+    return torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+
+
+def _distributed():
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return False
+    return dist.is_available() and dist.is_initialized()
 
 
 def _session_group():

@@ -6,14 +6,10 @@ workers, and every step prints the dataset indices it trained. One JSON
 line per step on stdout, as worker.py."""
 
 import argparse
-import logging
 import os
 import random
-import signal
-import faulthandler
 import sys
 import time
-import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -24,7 +20,7 @@ from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
 from ringside import elastic  # noqa: E402
-from worker import COLLECTIVE_TIMEOUT_S, emit  # noqa: E402
+from worker import COLLECTIVE_TIMEOUT_S, emit, run_reporting, setup_process  # noqa: E402
 
 
 class Indexed(Dataset):
@@ -60,10 +56,7 @@ def main():
     p.add_argument("--checkpoint-dir", default=None)
     p.add_argument("--checkpoint-every", type=int, default=1)
     a = p.parse_args()
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
-    logging.basicConfig(level=os.environ.get("TEST_LOG_LEVEL", "INFO"), stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(message)s")
-    torch.set_num_threads(1)
+    setup_process()
     # The same seed on every rank, as DDP scripts do: every rank draws the
     # same numbers, so a joiner that takes the sender's generators is where
     # the rank it replaces was.
@@ -129,16 +122,9 @@ def main():
             state.commit()
         return state.step
 
-    try:
-        out = elastic.run(train_sampler if a.sampler else train_plain, state, socket=a.socket, connect_timeout=10,
-                          reform_after=2.0, form_timeout=20.0, timeout=COLLECTIVE_TIMEOUT_S,
-                          checkpoint_dir=a.checkpoint_dir, checkpoint_every=a.checkpoint_every)
-    except Exception as e:
-        emit(event="error", type=type(e).__name__, message=str(e))
-        traceback.print_exc()
-        return 3
-    emit(event="exit", result=out, step=state.step)
-    return 0
+    return run_reporting(train_sampler if a.sampler else train_plain, state, socket=a.socket, connect_timeout=10,
+                         reform_after=2.0, form_timeout=20.0, timeout=COLLECTIVE_TIMEOUT_S,
+                         checkpoint_dir=a.checkpoint_dir, checkpoint_every=a.checkpoint_every)
 
 
 if __name__ == "__main__":

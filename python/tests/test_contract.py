@@ -116,7 +116,7 @@ class ContractTest(unittest.TestCase):
         restart = contract.load("restart_request.json")
         calls = [
             ("heartbeat_request.json", lambda: self.c.heartbeat(hb["step"], hb["samples"], hb["step_time_s"], hb["generation"], hb["gns"],
-                                                                  hb["compute_time_s"], hb["wait_time_s"]), hb),
+                                                                  hb["compute_time_s"], hb["wait_time_s"], hb["skipped_steps"]), hb),
             ("failure_request.json", lambda: self.c.failure(failure["peer"], failure["error"]), failure),
             ("restart_request.json", lambda: self.c.restart(restart["error"]), restart),
         ]

@@ -59,6 +59,44 @@ class LayoutTest(unittest.TestCase):
             flat = [i for b in trained for i in b]
             self.assertEqual(sorted(flat), list(range(n)), "trial %d: not exactly once" % trial)
 
+    def test_exactly_once_with_global_batch_rounds_through_resizes(self):
+        # A KeepGlobalBatch policy sets the rounds at each generation: every
+        # step takes the next global_batch indices of the epoch's order,
+        # whatever the world size; ranks differ by one index at most.
+        from ringside import sampler as sampler_mod
+
+        rnd = random.Random(2)
+        for trial in range(200):
+            n, glob = rnd.randint(1, 90), rnd.randint(6, 12)
+            s = sampler_mod.ElasticSampler(n, seed=trial)
+            order = list(s._order())
+            committed, trained, pending = s.state_dict(), [], []
+            while s.remaining() > 0:
+                world = rnd.randint(1, 6)
+                s.set_rounds(global_batch=glob)
+                layouts = []
+                for rank in range(world):
+                    with mock.patch.object(sampler_mod, "_world", lambda r=rank: (r, world)):
+                        layouts.append(list(s.batches()))
+                self.assertEqual(len({len(l) for l in layouts}), 1, "ranks would run different step counts")
+                with mock.patch.object(sampler_mod, "_world", lambda: (0, world)):
+                    for step in range(rnd.randint(1, len(layouts[0]))):
+                        got = [i for l in layouts for i in l[step]]
+                        start = s.consumed
+                        if s.remaining() >= 2 * glob:  # not the epoch's last (maybe merged) round
+                            self.assertEqual(got, order[start:start + glob])
+                        self.assertLessEqual(max(len(l[step]) for l in layouts) - min(len(l[step]) for l in layouts), 1)
+                        pending.append(got)
+                        s.record_batch()
+                        if rnd.random() < 0.6:
+                            trained += pending
+                            pending = []
+                            committed = s.state_dict()
+                pending = []
+                s.load_state_dict(committed)
+            flat = [i for b in trained for i in b]
+            self.assertEqual(sorted(flat), list(range(n)), "trial %d: not exactly once" % trial)
+
     def test_set_epoch_again_keeps_the_progress(self):
         from ringside.sampler import ElasticSampler
 

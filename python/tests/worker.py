@@ -32,6 +32,15 @@ from ringside import state as state_mod  # noqa: E402
 COLLECTIVE_TIMEOUT_S = 8.0
 
 
+def setup_process():
+    """What every test worker does first: stacks to its log on SIGUSR1
+    (a test that times out asks for them), logs to stderr, one thread."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    logging.basicConfig(level=os.environ.get("TEST_LOG_LEVEL", "INFO"), stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(message)s")
+    torch.set_num_threads(1)
+
+
 def emit(**kv):
     kv["t"] = time.time()
     sys.stdout.write(json.dumps(kv) + "\n")
@@ -47,9 +56,7 @@ def main():
     p.add_argument("--reform-after", type=float, default=2.0)
     p.add_argument("--max-retries", type=int, default=10)
     a = p.parse_args()
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
-    logging.basicConfig(level=os.environ.get("TEST_LOG_LEVEL", "INFO"), stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
-    torch.set_num_threads(1)
+    setup_process()
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
@@ -101,9 +108,16 @@ def main():
                 emit(event="swallowed")
         return state.step
 
+    return run_reporting(train, state, socket=a.socket, connect_timeout=a.connect_timeout, reform_after=a.reform_after,
+                         form_timeout=20.0, timeout=COLLECTIVE_TIMEOUT_S, max_retries=a.max_retries)
+
+
+def run_reporting(train, state, **kw):
+    """elastic.run(train, state, **kw) with the test workers' exit protocol:
+    an "exit" line and 0; StateCorrupt on stderr and 4; any other error an
+    "error" line and 3."""
     try:
-        out = elastic.run(train, state, socket=a.socket, connect_timeout=a.connect_timeout, reform_after=a.reform_after,
-                          form_timeout=20.0, timeout=COLLECTIVE_TIMEOUT_S, max_retries=a.max_retries)
+        out = elastic.run(train, state, **kw)
     except elastic.StateCorrupt as e:
         print("StateCorrupt:", e, file=sys.stderr)
         return 4

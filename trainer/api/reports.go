@@ -30,6 +30,10 @@ type Heartbeat struct {
 	// does not measure them.
 	ComputeTimeS float64 `json:"compute_time_s,omitempty"`
 	WaitTimeS    float64 `json:"wait_time_s,omitempty"`
+	// SkippedSteps counts the steps this trainer process rolled back
+	// instead of committing (non-finite loss or gradients), since it
+	// started; absent: none (or an older client).
+	SkippedSteps int64 `json:"skipped_steps,omitempty"`
 }
 
 // maxStepTimeS bounds a step's reported time at a day: a larger value is
@@ -55,6 +59,9 @@ func (h Heartbeat) Validate() error {
 		if !(f.v >= 0 && f.v <= maxStepTimeS) { // NaN fails both
 			errs = append(errs, fmt.Errorf("%s must be between 0 and %d, got %g", f.name, maxStepTimeS, f.v))
 		}
+	}
+	if h.SkippedSteps < 0 {
+		errs = append(errs, fmt.Errorf("skipped_steps must not be negative, got %d", h.SkippedSteps))
 	}
 	if h.GNS != nil && (math.IsNaN(*h.GNS) || math.IsInf(*h.GNS, 0) || *h.GNS < 0) {
 		errs = append(errs, fmt.Errorf("gns (the gradient noise scale) must be finite and not negative, got %g; leave it out when it is not measured", *h.GNS))
