@@ -208,7 +208,11 @@ func (j *Job) spawn(name string, cmd *exec.Cmd, lines string) (*launch.Process, 
 	if err != nil {
 		return nil, err
 	}
-	defer logf.Close() // the child has its own copy once started
+	// The process's stderr reaches the file through a copy in this
+	// process (launch keeps its last lines): the file stays open until
+	// the process ended and the copy is done.
+	closeLog := logf.Close
+	defer func() { closeLog() }()
 	cmd.Stderr = logf
 	var stdout *os.File
 	if lines == "" {
@@ -228,6 +232,11 @@ func (j *Job) spawn(name string, cmd *exec.Cmd, lines string) (*launch.Process, 
 		}
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
+	closeLog = func() error { return nil }
+	j.wg.Go(func() {
+		<-p.Done()
+		logf.Close()
+	})
 	if stdout != nil {
 		j.wg.Add(1)
 		go func() {
