@@ -47,7 +47,10 @@ const checkersPerVote = 3
 // once; a throttled container, a VM pause), and the peers it checked were
 // as likely starved as dead. Such a silence is no evidence: the check is
 // repeated, at most maxStalledChecks times in all, and only a check that
-// timed out on time votes.
+// timed out on time votes. A sidecar that stalls through all of them
+// casts no vote: members that keep time, gossip's next verdict or the
+// next reconcile check the peer again (a process that exited is found
+// regardless: its port refuses at once).
 const (
 	stallFactor      = 2
 	maxStalledChecks = 3
@@ -449,18 +452,22 @@ func (d *detector) outside(name string) bool {
 // checkOnTime checks name until a check is answered, finds its port
 // refusing, or times out on time (see stallFactor).
 func (d *detector) checkOnTime(name string) (gossip.Status, error) {
-	for i := 1; ; i++ {
+	for range maxStalledChecks {
 		limit := stallFactor * d.Probes.CheckTimeout()
 		start := d.clock.Now()
 		st, err := d.Probes.Check(d.ctx, name)
 		took := d.clock.Now().Sub(start)
-		if err != nil || st != gossip.Silent || took <= limit || i == maxStalledChecks {
+		if err != nil || st != gossip.Silent || took <= limit {
 			return st, err
 		}
 		d.metrics.stalledChecks.Inc()
-		d.log.Info("this sidecar stalled during a check: checking again", "suspect", name, "took", took, "limit", limit)
+		d.log.Info("this sidecar stalled during a check: its silence is no evidence", "suspect", name, "took", took, "limit", limit)
 	}
+	return gossip.Silent, errStalled
 }
+
+// errStalled: every check of a peer came back late (see stallFactor).
+var errStalled = errors.New("this sidecar stalled through every check")
 
 // watchNeighbours has gossip watch the Quorum members before this one in
 // g's ring (see gossip.Watch). Each member is then watched by the Quorum
