@@ -208,11 +208,6 @@ func (j *Job) spawn(name string, cmd *exec.Cmd, lines string) (*launch.Process, 
 	if err != nil {
 		return nil, err
 	}
-	// The process's stderr reaches the file through a copy in this
-	// process (launch keeps its last lines): the file stays open until
-	// the process ended and the copy is done.
-	closeLog := logf.Close
-	defer func() { closeLog() }()
 	cmd.Stderr = logf
 	var stdout *os.File
 	if lines == "" {
@@ -227,16 +222,20 @@ func (j *Job) spawn(name string, cmd *exec.Cmd, lines string) (*launch.Process, 
 	}
 	p, err := launch.StartProcess(cmd)
 	if err != nil {
+		logf.Close()
 		if stdout != nil {
 			stdout.Close()
 		}
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	closeLog = func() error { return nil }
-	j.wg.Go(func() {
+	// The process's stderr passes through this process (its last lines
+	// are kept for its exit): the log stays open until it ended.
+	j.wg.Add(1)
+	go func() {
+		defer j.wg.Done()
 		<-p.Done()
 		logf.Close()
-	})
+	}()
 	if stdout != nil {
 		j.wg.Add(1)
 		go func() {
