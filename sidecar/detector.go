@@ -156,6 +156,7 @@ type detector struct {
 	stopped    bool                  // no more goroutines: Wait is waiting for them
 	suspicions map[string]*suspicion // our standing votes, by suspect
 	checkedAt  map[string]time.Time  // when each member was last checked
+	checking   map[string]bool       // members a check is running on
 	announced  map[string]bool       // deaths announced ahead of their generation
 	deadAt     map[string]time.Time  // when members of gen were confirmed dead
 
@@ -187,6 +188,7 @@ func newDetector(self, advertise string, h host, m *metrics, c clock, logger *sl
 		clock:      c,
 		suspicions: make(map[string]*suspicion),
 		checkedAt:  make(map[string]time.Time),
+		checking:   make(map[string]bool),
 		announced:  make(map[string]bool),
 		deadAt:     make(map[string]time.Time),
 	}
@@ -406,15 +408,23 @@ func (d *detector) check(name, why string) {
 	now := d.clock.Now()
 	// A check lasts one probe timeout, well under checkEvery: one started
 	// since then is still running or has just voted.
-	skip := d.casting(name) || d.announced[name] || now.Sub(d.checkedAt[name]) < checkEvery || d.outside(name)
+	// One check at a time per member: under load a check lasts longer
+	// than checkEvery, and checks piling up on each other starved the
+	// sidecar further.
+	skip := d.casting(name) || d.announced[name] || d.checking[name] || now.Sub(d.checkedAt[name]) < checkEvery || d.outside(name)
 	if !skip {
-		d.checkedAt[name] = now
+		d.checkedAt[name], d.checking[name] = now, true
 	}
 	d.mu.Unlock()
 	if skip {
 		return
 	}
 	d.goOwned(func() {
+		defer func() {
+			d.mu.Lock()
+			delete(d.checking, name)
+			d.mu.Unlock()
+		}()
 		st, err := d.checkOnTime(name)
 		switch {
 		case err != nil:

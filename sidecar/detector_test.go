@@ -107,6 +107,7 @@ type fakeGossip struct {
 
 	mu      sync.Mutex
 	took    []time.Duration
+	block   chan struct{} // when set, a check returns once it is closed
 	watched []string
 }
 
@@ -117,6 +118,7 @@ func (g *fakeGossip) Check(_ context.Context, name string) (gossip.Status, error
 	if len(g.took) > 0 {
 		took, g.took = g.took[0], g.took[1:]
 	}
+	block := g.block
 	g.mu.Unlock()
 	if !ok {
 		st = gossip.Answered
@@ -125,6 +127,9 @@ func (g *fakeGossip) Check(_ context.Context, name string) (gossip.Status, error
 		g.clock.advance(took)
 	}
 	g.trace.add("check %s", name)
+	if block != nil {
+		<-block
+	}
 	return st, nil
 }
 
@@ -505,6 +510,25 @@ func TestDetectorCheckIsThrottledPerMember(t *testing.T) {
 	stop()
 	if got := len(td.trace.take()); got != 3 {
 		t.Errorf("%d checks, want 3: one per member per %v", got, checkEvery)
+	}
+}
+
+func TestDetectorRunsOneCheckAtATimePerMember(t *testing.T) {
+	td := newTestDetector(t)
+	td.gossip.block = make(chan struct{})
+	stop := td.start(t)
+	td.MemberClosed("w1")
+	td.trace.await(t, "check w1")
+	td.trace.take()
+	// The check outlasts checkEvery, as checks do under load: a second
+	// one would pile up on it.
+	td.clock.advance(checkEvery)
+	td.MemberClosed("w1")
+	td.MemberSuspect("w1", nil)
+	close(td.gossip.block)
+	stop()
+	if got := td.trace.take(); len(got) != 0 {
+		t.Errorf("hints during a running check made %q happen, want nothing", got)
 	}
 }
 
