@@ -40,7 +40,9 @@ type Config struct {
 	// falling silent together is more often one stall they share (a
 	// machine or node hiccup, a network blip) than independent deaths,
 	// and evicting them all would cost the job more than waiting. Votes
-	// that found a process gone do not count.
+	// that found a process gone do not count. It grows by one more
+	// window for every CorrelatedStep more members silent together, up
+	// to the TTL (see CorrelatedWait).
 	CorrelatedRefuteWindow time.Duration
 	// ExpiryGrace is how long the leader keeps in the ring a member of the
 	// generation whose key vanished without an eviction or a leave: its

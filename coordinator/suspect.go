@@ -164,27 +164,54 @@ func (m *Member) suspect(ctx context.Context, id string, gone bool) (Verdict, er
 }
 
 // awaitRefutation gives a silent suspect, id, the time to refute the
-// votes against it: RefuteWindow, stretched to CorrelatedRefuteWindow
-// when silent votes also stand against another member by then.
+// votes against it: RefuteWindow, stretched to CorrelatedWait of the
+// number of other members that silent votes stand against, read at the
+// end of each wait until no more is due.
 func (m *Member) awaitRefutation(ctx context.Context, id string) error {
 	cfg := m.job.cfg
 	if err := sleep(ctx, cfg.RefuteWindow); err != nil {
 		return err
 	}
-	more := cfg.CorrelatedRefuteWindow - cfg.RefuteWindow
-	if more <= 0 {
-		return nil
+	waited := cfg.RefuteWindow
+	for {
+		others, err := m.othersSilent(ctx, id)
+		if err != nil {
+			return fmt.Errorf("suspect %s: read other votes: %w", id, err)
+		}
+		more := cfg.CorrelatedWait(len(others)) - waited
+		if more <= 0 {
+			return nil
+		}
+		m.log.Info("others are silent too: waiting longer for refutations", "suspect", id, "others", others, "wait", more)
+		if err := sleep(ctx, more); err != nil {
+			return err
+		}
+		waited += more
 	}
-	others, err := m.othersSilent(ctx, id)
-	if err != nil {
-		return fmt.Errorf("suspect %s: read other votes: %w", id, err)
-	}
-	if len(others) == 0 {
-		return nil
-	}
-	m.log.Info("others are silent too: waiting longer for refutations", "suspect", id, "others", others, "wait", more)
-	return sleep(ctx, more)
 }
+
+// CorrelatedWait is how long, in all, the votes against a silent member
+// stand before they evict it while silent votes stand against others
+// other members too (0 when others is 0: RefuteWindow alone):
+//
+//	CorrelatedWait = min(TTL, CorrelatedRefuteWindow * (1 + others/CorrelatedStep))
+//
+// (others/CorrelatedStep in whole numbers). The more members fall silent
+// together, the more surely it is one stall they share, and the longer
+// that stall lasts: with 128 sidecars starting on two busy cores, live
+// members that dozens of others suspected took more than a second to
+// refute. No wait exceeds the lease TTL: by then a member that is silent
+// for real has lost its lease, and the leader commits without it anyway.
+func (c Config) CorrelatedWait(others int) time.Duration {
+	if others <= 0 {
+		return 0
+	}
+	return min(c.TTL, c.CorrelatedRefuteWindow*time.Duration(1+others/CorrelatedStep))
+}
+
+// CorrelatedStep is how many more members silent together add one
+// CorrelatedRefuteWindow to the wait (see Config.CorrelatedWait).
+const CorrelatedStep = 4
 
 // othersSilent returns the members other than id that silent votes stand
 // against.

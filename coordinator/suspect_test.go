@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -244,6 +245,65 @@ func TestAGoneVoteStillNeedsASecondVoter(t *testing.T) {
 // stalled process) is evicted when it is the only one silent, and spared
 // when silent votes stand against another member too: the longer window
 // covers a stall several members share.
+func TestCorrelatedWaitGrowsWithTheMembersSilentTogether(t *testing.T) {
+	c := Config{TTL: 3 * time.Second, CorrelatedRefuteWindow: time.Second}
+	for others, want := range map[int]time.Duration{
+		0: 0, 1: time.Second, CorrelatedStep - 1: time.Second, CorrelatedStep: 2 * time.Second,
+		2 * CorrelatedStep: 3 * time.Second, 100: 3 * time.Second, // the TTL bounds it
+	} {
+		if got := c.CorrelatedWait(others); got != want {
+			t.Errorf("CorrelatedWait(%d) = %v, want %v", others, got, want)
+		}
+	}
+}
+
+// Members that many others fall silent with are given longer to refute:
+// a stall that many share lasts longer.
+func TestSilentVotesAgainstManyMembersWaitLonger(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		others      int
+		wantEvicted bool
+	}{
+		{"one other suspect", 1, true},
+		{"as many others as a step", CorrelatedStep, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j, client := testJob(t, func(c *Config) {
+				c.TTL = 60 * time.Second
+				c.RefuteWindow, c.CorrelatedRefuteWindow = 100*time.Millisecond, 500*time.Millisecond
+				// Every refutation comes 750 ms late: past the correlated
+				// window, inside twice it.
+				c.hooks = &testHooks{beforeRefute: func() { time.Sleep(750 * time.Millisecond) }}
+			})
+			ids := []string{"a", "b", "c"}
+			for i := range tc.others {
+				ids = append(ids, fmt.Sprintf("x%d", i))
+			}
+			ms := map[string]*Member{}
+			for _, id := range ids {
+				ms[id] = join(t, j, id)
+			}
+			await(t, ms["a"], "everyone", hasIDs(ids...))
+			for _, id := range ids[3:] {
+				ms[id].Close() // silent for good: the votes against them stand
+				if v := suspect(t, ms["a"], id); v != Voted {
+					t.Fatalf("a's vote against %s: %s, want voted", id, v)
+				}
+			}
+			lease, _ := leaseOf(t, client, j, "c")
+			if v := suspect(t, ms["a"], "c"); v != Voted {
+				t.Fatalf("the first vote against c: %s, want voted", v)
+			}
+			v := suspect(t, ms["b"], "c")
+			now, _ := leaseOf(t, client, j, "c")
+			if evicted := v == Evicted; evicted != tc.wantEvicted || (now != lease) == !evicted {
+				t.Fatalf("the second vote against c: %s, c's lease %x -> %x; want evicted %v", v, lease, now, tc.wantEvicted)
+			}
+		})
+	}
+}
+
 func TestSilentVotesAgainstSeveralMembersWaitTheCorrelatedWindow(t *testing.T) {
 	for _, tc := range []struct {
 		name        string

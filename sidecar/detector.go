@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -40,6 +41,21 @@ const checkEvery = 500 * time.Millisecond
 // order, check a suspect when another member votes against it.
 const checkersPerVote = 3
 
+// A check answered Silent later than stallFactor times its timeout was
+// timed by this sidecar, not by the peer: its own process did not run
+// meanwhile (two busy cores and a generation that woke every sidecar at
+// once; a throttled container, a VM pause), and the peers it checked were
+// as likely starved as dead. Such a silence is no evidence: the check is
+// repeated, at most maxStalledChecks times in all, and only a check that
+// timed out on time votes. A sidecar that stalls through all of them
+// casts no vote: members that keep time, gossip's next verdict or the
+// next reconcile check the peer again (a process that exited is found
+// regardless: its port refuses at once).
+const (
+	stallFactor      = 2
+	maxStalledChecks = 3
+)
+
 // reconcileEvery is how often the members of the generation are compared
 // with the gossip view.
 const reconcileEvery = 2 * time.Second
@@ -58,6 +74,8 @@ var _ host = (*Agent)(nil)
 // prober asks a peer whether it lives.
 type prober interface {
 	Check(ctx context.Context, name string) (gossip.Status, error)
+	// CheckTimeout is how long a Check now waits for an answer.
+	CheckTimeout() time.Duration
 	Gone(ctx context.Context, name string) bool
 }
 
@@ -138,6 +156,7 @@ type detector struct {
 	stopped    bool                  // no more goroutines: Wait is waiting for them
 	suspicions map[string]*suspicion // our standing votes, by suspect
 	checkedAt  map[string]time.Time  // when each member was last checked
+	checking   map[string]bool       // members a check is running on
 	announced  map[string]bool       // deaths announced ahead of their generation
 	deadAt     map[string]time.Time  // when members of gen were confirmed dead
 
@@ -169,6 +188,7 @@ func newDetector(self, advertise string, h host, m *metrics, c clock, logger *sl
 		clock:      c,
 		suspicions: make(map[string]*suspicion),
 		checkedAt:  make(map[string]time.Time),
+		checking:   make(map[string]bool),
 		announced:  make(map[string]bool),
 		deadAt:     make(map[string]time.Time),
 	}
@@ -229,7 +249,7 @@ func (d *detector) SetGeneration(ctx context.Context, g *record.Generation) {
 		d.resetSockets(ctx, m.ID, net.ParseIP(m.Addr))
 	}
 	if len(g.Left) > 0 {
-		d.sweep(g)
+		d.sweep(prev, g, g.Left)
 	}
 }
 
@@ -244,8 +264,11 @@ func (d *detector) generation() *record.Generation {
 // it is a reason to look, not a confirmation.
 func (d *detector) MemberDead(name string, _ net.IP) { d.check(name, "gossip declared it dead") }
 
-// MemberSuspect: our own probe found name unresponsive.
-func (d *detector) MemberSuspect(name string, _ net.IP) { d.suspect(name, "gossip probe failed") }
+// MemberSuspect: our own probe found name unresponsive. One failed probe
+// is checked before it becomes a vote: under load a probe fails for want
+// of CPU on either side, and a vote costs every member a watch event and
+// the suspect's checkers a check each.
+func (d *detector) MemberSuspect(name string, _ net.IP) { d.check(name, "gossip probe failed") }
 
 // MemberAnswered: name answers again; our vote, if any, goes.
 func (d *detector) MemberAnswered(name string) { d.withdraw(name) }
@@ -385,16 +408,24 @@ func (d *detector) check(name, why string) {
 	now := d.clock.Now()
 	// A check lasts one probe timeout, well under checkEvery: one started
 	// since then is still running or has just voted.
-	skip := d.casting(name) || d.announced[name] || now.Sub(d.checkedAt[name]) < checkEvery
+	// One check at a time per member: under load a check lasts longer
+	// than checkEvery, and checks piling up on each other starved the
+	// sidecar further.
+	skip := d.casting(name) || d.announced[name] || d.checking[name] || now.Sub(d.checkedAt[name]) < checkEvery || d.outside(name)
 	if !skip {
-		d.checkedAt[name] = now
+		d.checkedAt[name], d.checking[name] = now, true
 	}
 	d.mu.Unlock()
 	if skip {
 		return
 	}
 	d.goOwned(func() {
-		st, err := d.Probes.Check(d.ctx, name)
+		defer func() {
+			d.mu.Lock()
+			delete(d.checking, name)
+			d.mu.Unlock()
+		}()
+		st, err := d.checkOnTime(name)
 		switch {
 		case err != nil:
 			d.log.Debug("could not check a suspect", "suspect", name, "err", err)
@@ -413,6 +444,40 @@ func (d *detector) check(name, why string) {
 		}
 	})
 }
+
+// outside reports whether name is not in the generation this member
+// holds (it left, or was evicted already, or has not entered yet): there
+// is no training to save by voting against it, and right after an
+// eviction every survivor hears gossip's own verdict on the evicted
+// member at once. Without a generation yet, every hint counts. d.mu is
+// held.
+func (d *detector) outside(name string) bool {
+	if d.gen == nil {
+		return false
+	}
+	_, in := d.gen.Member(name)
+	return !in
+}
+
+// checkOnTime checks name until a check is answered, finds its port
+// refusing, or times out on time (see stallFactor).
+func (d *detector) checkOnTime(name string) (gossip.Status, error) {
+	for range maxStalledChecks {
+		limit := stallFactor * d.Probes.CheckTimeout()
+		start := d.clock.Now()
+		st, err := d.Probes.Check(d.ctx, name)
+		took := d.clock.Now().Sub(start)
+		if err != nil || st != gossip.Silent || took <= limit {
+			return st, err
+		}
+		d.metrics.stalledChecks.Inc()
+		d.log.Info("this sidecar stalled during a check: its silence is no evidence", "suspect", name, "took", took, "limit", limit)
+	}
+	return gossip.Silent, errStalled
+}
+
+// errStalled: every check of a peer came back late (see stallFactor).
+var errStalled = errors.New("this sidecar stalled through every check")
 
 // watchNeighbours has gossip watch the Quorum members before this one in
 // g's ring (see gossip.Watch). Each member is then watched by the Quorum
@@ -530,22 +595,35 @@ func (d *detector) announceLeft(prev, g *record.Generation) []record.RankedMembe
 }
 
 // sweep checks this member's checkersPerVote successors in g's ring after
-// a confirmed death: deaths come together (a node, a rack, a preempted
-// group of pods), and a peer that died with the one just evicted then gets
-// its votes within a check, not whenever a probe happens to reach it.
-func (d *detector) sweep(g *record.Generation) {
-	i := -1
-	for j, m := range g.Members {
-		if m.ID == d.self {
-			i = j
-		}
-	}
-	if i < 0 {
+// a confirmed death, if one of them in prev (the ring the dead were in)
+// is among the dead: deaths come together (a node, a rack, a preempted
+// group of pods: neighbours in ring order, which follows the topology),
+// and a peer that died with the one just evicted then gets its votes
+// within a check, not whenever a probe happens to reach it. Only the dead
+// members' predecessors sweep: when every member swept, each death set off
+// three checks of every member at once, on top of the generation every
+// sidecar handles at that moment, and on a busy machine those checks timed
+// out against live members and voted against them.
+func (d *detector) sweep(prev, g *record.Generation, dead []string) {
+	if prev == nil || !slices.ContainsFunc(successors(prev, d.self), func(id string) bool { return slices.Contains(dead, id) }) {
 		return
 	}
-	for k := 1; k <= checkersPerVote && k < len(g.Members); k++ {
-		d.check(g.Members[(i+k)%len(g.Members)].ID, "a sweep after a confirmed death")
+	for _, id := range successors(g, d.self) {
+		d.check(id, "a sweep after a confirmed death")
 	}
+}
+
+// successors returns the checkersPerVote members after id in g's ring.
+func successors(g *record.Generation, id string) []string {
+	i := slices.IndexFunc(g.Members, func(m record.RankedMember) bool { return m.ID == id })
+	if i < 0 {
+		return nil
+	}
+	var out []string
+	for k := 1; k <= checkersPerVote && k < len(g.Members); k++ {
+		out = append(out, g.Members[(i+k)%len(g.Members)].ID)
+	}
+	return out
 }
 
 // announceDead announces a death this sidecar's own vote confirmed, ahead
@@ -563,9 +641,7 @@ func (d *detector) announceDead(name string) {
 		}
 	}
 	d.publishDead(name)
-	if g != nil {
-		d.sweep(g)
-	}
+	d.sweep(g, g, []string{name})
 }
 
 // resetSockets destroys the trainer's connections to a dead peer, so a

@@ -103,19 +103,40 @@ type fakeGossip struct {
 	status  map[string]gossip.Status // what Check finds; absent: Answered
 	refused map[string]bool          // what Gone finds
 	dead    map[string]bool          // not alive in the gossip view
+	clock   *fakeClock               // advanced by each check by the next of took
 
 	mu      sync.Mutex
+	took    []time.Duration
+	block   chan struct{} // when set, a check returns once it is closed
 	watched []string
 }
 
 func (g *fakeGossip) Check(_ context.Context, name string) (gossip.Status, error) {
+	g.mu.Lock()
 	st, ok := g.status[name]
+	var took time.Duration
+	if len(g.took) > 0 {
+		took, g.took = g.took[0], g.took[1:]
+	}
+	block := g.block
+	g.mu.Unlock()
 	if !ok {
 		st = gossip.Answered
 	}
+	if g.clock != nil {
+		g.clock.advance(took)
+	}
 	g.trace.add("check %s", name)
+	if block != nil {
+		<-block
+	}
 	return st, nil
 }
+
+// fakeCheckTimeout is the fake's CheckTimeout.
+const fakeCheckTimeout = 100 * time.Millisecond
+
+func (g *fakeGossip) CheckTimeout() time.Duration { return fakeCheckTimeout }
 
 func (g *fakeGossip) Gone(_ context.Context, name string) bool { return g.refused[name] }
 func (g *fakeGossip) Alive(name string) bool                   { return !g.dead[name] }
@@ -322,22 +343,102 @@ func TestDetectorSetGenerationAnnouncesConfirmedDeaths(t *testing.T) {
 	}
 }
 
-func TestDetectorSweepsSuccessorsAfterADeath(t *testing.T) {
-	td := newTestDetector(t)
-	stop := td.start(t)
-	ctx := context.Background()
-	td.SetGeneration(ctx, ring(1, []int{0, 1, 2, 3, 4, 5}))
-	td.SetGeneration(ctx, ring(2, []int{0, 1, 2, 3, 5}, "w4"))
-	stop()
-	var checked []string
-	for _, l := range td.trace.take() {
-		if id, ok := strings.CutPrefix(l, "check "); ok {
-			checked = append(checked, id)
-		}
+func TestDetectorSweepsAfterADeathOnlyNextToTheDead(t *testing.T) {
+	tests := []struct {
+		name       string
+		prev, next *record.Generation
+		want       []string
+	}{
+		{
+			name: "a member whose successor died checks its successors in the new ring",
+			prev: ring(1, []int{0, 1, 2, 3, 4, 5}), next: ring(2, []int{0, 2, 3, 4, 5}, "w1"),
+			want: []string{"w2", "w3", "w4"},
+		},
+		{
+			name: "a member three before the dead one checks its successors too",
+			prev: ring(1, []int{0, 1, 2, 3, 4, 5}), next: ring(2, []int{0, 1, 2, 4, 5}, "w3"),
+			want: []string{"w1", "w2", "w4"},
+		},
+		{
+			// Every member sweeping set off three checks of every member at
+			// once; on a busy machine they timed out against live members.
+			name: "a member far from the dead one checks nobody",
+			prev: ring(1, []int{0, 1, 2, 3, 4, 5, 6, 7}), next: ring(2, []int{0, 1, 2, 3, 5, 6, 7}, "w4"),
+		},
 	}
-	slices.Sort(checked)
-	if want := []string{"w1", "w2", "w3"}; !slices.Equal(checked, want) {
-		t.Errorf("checked %v after a death, want this member's %d successors %v", checked, checkersPerVote, want)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			td := newTestDetector(t)
+			stop := td.start(t)
+			ctx := context.Background()
+			td.SetGeneration(ctx, tt.prev)
+			td.SetGeneration(ctx, tt.next)
+			stop()
+			var checked []string
+			for _, l := range td.trace.take() {
+				if id, ok := strings.CutPrefix(l, "check "); ok {
+					checked = append(checked, id)
+				}
+			}
+			slices.Sort(checked)
+			if !slices.Equal(checked, tt.want) {
+				t.Errorf("checked %v after a death, want %v", checked, tt.want)
+			}
+		})
+	}
+}
+
+func TestDetectorVotesOnlyOnAChecksTimelySilence(t *testing.T) {
+	late := stallFactor*fakeCheckTimeout + time.Millisecond
+	tests := []struct {
+		name string
+		took []time.Duration
+		want []string
+	}{
+		{"a silence on time votes", []time.Duration{fakeCheckTimeout}, []string{"check w1", "suspect w1"}},
+		{
+			// A check that came back late was timed by this sidecar's own
+			// stall: the peer may have answered unheard.
+			name: "a late silence is checked again, and the check on time votes",
+			took: []time.Duration{late, fakeCheckTimeout},
+			want: []string{"check w1", "check w1", "suspect w1"},
+		},
+		{
+			name: "a stall through every check casts no vote",
+			took: slices.Repeat([]time.Duration{late}, maxStalledChecks),
+			want: slices.Repeat([]string{"check w1"}, maxStalledChecks),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			td := newTestDetector(t)
+			td.gossip.clock, td.gossip.took = td.clock, tt.took
+			td.gossip.status["w1"] = gossip.Silent
+			stop := td.start(t)
+			td.MemberSuspect("w1", nil)
+			td.trace.awaitN(t, len(tt.want))
+			stop()
+			if got := td.trace.take(); !slices.Equal(got, tt.want) {
+				t.Errorf("a failed probe made %q happen, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDetectorLeavesMembersOutsideItsGenerationAlone(t *testing.T) {
+	td := newTestDetector(t)
+	td.gossip.status["w2"] = gossip.Gone
+	stop := td.start(t)
+	td.SetGeneration(context.Background(), ring(2, []int{0, 1}, "w2"))
+	td.trace.take()
+	// Right after an eviction every survivor hears gossip's own verdict on
+	// the evicted member: none of them is to check or vote again.
+	td.MemberDead("w2", nil)
+	td.MemberSuspect("w2", nil)
+	td.MemberClosed("w2")
+	stop()
+	if got := td.trace.take(); len(got) != 0 {
+		t.Errorf("hints about a member outside the generation made %q happen", got)
 	}
 }
 
@@ -409,6 +510,25 @@ func TestDetectorCheckIsThrottledPerMember(t *testing.T) {
 	stop()
 	if got := len(td.trace.take()); got != 3 {
 		t.Errorf("%d checks, want 3: one per member per %v", got, checkEvery)
+	}
+}
+
+func TestDetectorRunsOneCheckAtATimePerMember(t *testing.T) {
+	td := newTestDetector(t)
+	td.gossip.block = make(chan struct{})
+	stop := td.start(t)
+	td.MemberClosed("w1")
+	td.trace.await(t, "check w1")
+	td.trace.take()
+	// The check outlasts checkEvery, as checks do under load: a second
+	// one would pile up on it.
+	td.clock.advance(checkEvery)
+	td.MemberClosed("w1")
+	td.MemberSuspect("w1", nil)
+	close(td.gossip.block)
+	stop()
+	if got := td.trace.take(); len(got) != 0 {
+		t.Errorf("hints during a running check made %q happen, want nothing", got)
 	}
 }
 

@@ -31,6 +31,7 @@ type metrics struct {
 	deadPeers       prometheus.Counter
 	votes           *prometheus.CounterVec
 	socketsReset    prometheus.Counter
+	stalledChecks   prometheus.Counter
 	keyReloads      *prometheus.CounterVec
 	apiRefused      prometheus.Counter
 	invalidRecords  *prometheus.CounterVec
@@ -85,6 +86,8 @@ func newMetrics(gossipMembers, gossipSuspects func() float64) *metrics {
 			"Votes this sidecar cast against unresponsive members, by outcome (voted, evicted, gone).", "outcome"),
 		socketsReset: r.counter("ringside_sockets_reset_total",
 			"TCP connections to dead members destroyed."),
+		stalledChecks: r.counter("ringside_detector_stalled_checks_total",
+			"Checks of a peer repeated because this sidecar itself stalled while it waited (the silence was no evidence)."),
 		keyReloads: r.counterVec("ringside_gossip_key_reloads_total",
 			"Changes of the gossip key file, by result (applied, failed: the keys in use stay).", "result"),
 		apiRefused: r.counter("ringside_api_refused_total",

@@ -146,6 +146,9 @@ func TestEverySubcommandRefusesBadInputNamingTheFlag(t *testing.T) {
 
 		{"gossip-key with an argument", []string{"gossip-key", "extra"}, `unknown command "extra"`},
 		{"bench rendezvous with an unknown flag", []string{"bench", "rendezvous", "--bogus"}, "unknown flag: --bogus"},
+		{"bench detect with one member", []string{"bench", "detect", "--members", "1"}, "--members 1: want 2 to 256"},
+		{"bench detect with too many members", []string{"bench", "detect", "--members", "1000"}, "--members 1000: want 2 to 256"},
+		{"bench detect with no runs", []string{"bench", "detect", "--runs", "0"}, "--runs 0: want 1 to 1000"},
 		{"bench recovery with an unknown fault", []string{"bench", "recovery", "--fault", "nope"}, "--fault: fault \"nope\": want kill, stop or trainer"},
 		{"bench recovery freezing restart mode", []string{"bench", "recovery", "--trainer", "pytorch", "--mode", "restart", "--fault", "stop"}, "--fault: fault stop freezes"},
 		{"demo with a bad duration", []string{"demo", "--step-time", "fast"}, `invalid argument "fast" for "--step-time"`},

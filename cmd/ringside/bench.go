@@ -57,15 +57,26 @@ func newBenchDetectCmd() *cobra.Command {
 		Use:   "detect",
 		Short: "Kill -9 sidecar processes and time gossip detection and the generation without them",
 		Long: `detect starts an embedded etcd and N sidecar processes of this binary, each
-on its own loopback address; lets them idle (false positives, one sidecar's
-RSS and CPU), then SIGKILLs one at a time and measures when every survivor
-was told the victim is dead and when every survivor held the generation
-without it. A new member replaces each victim.`,
+on its own loopback address; lets them idle (one sidecar's RSS and CPU),
+then SIGKILLs one at a time and measures when every survivor was told the
+victim is dead and when every survivor held the generation without it. A
+new member replaces each victim. --runs repeats all of it, each time on a
+fresh job.
+
+Throughout, it watches the job's keys in etcd and counts false alarms:
+false suspicions (a vote against a member whose process was alive) and
+false evictions (a generation that left out a member whose process was
+alive and its network up). The JSON line gives them per run (per_run) and
+in total, with the detection percentiles over every kill of every run.`,
 		Example: `  ringside bench detect --members 8 --kills 5 --json
-  ringside bench detect --members 32 --idle 10s --json
-  ringside bench detect --members 8 --load 4 --idle 10m --json   # false positives with every core busy`,
+  ringside bench detect --members 32 --runs 20 --kills 3 --idle 20s --load 2 --json
+  ringside bench detect --members 32 --load 2 --idle 20s --log-dir /tmp/detect --json   # keep the sidecars' logs
+  ringside bench detect --members 8 --load 4 --idle 10m --json   # false alarms with every core busy`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
 			res, err := bench.Detect(cmd.Context(), cfg, os.Stderr)
 			if err != nil {
 				return err
@@ -74,12 +85,13 @@ without it. A new member replaces each victim.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&cfg.Members, "members", cfg.Members, "sidecar processes")
-	f.IntVar(&cfg.Kills, "kills", cfg.Kills, "SIGKILLs, one at a time")
-	f.DurationVar(&cfg.Idle, "idle", cfg.Idle, "idle time for false positives and resource use")
+	f.IntVar(&cfg.Members, "members", cfg.Members, fmt.Sprintf("sidecar processes (2-%d)", bench.MaxDetectMembers))
+	f.IntVar(&cfg.Kills, "kills", cfg.Kills, "SIGKILLs per run, one at a time")
+	f.IntVar(&cfg.Runs, "runs", cfg.Runs, fmt.Sprintf("runs, each on a fresh job (1-%d)", bench.MaxDetectRuns))
+	f.DurationVar(&cfg.Idle, "idle", cfg.Idle, "idle time per run, for false alarms and resource use")
 	f.IntVar(&cfg.Load, "load", cfg.Load, "busy processes spinning on the CPU while the job idles and members are killed (0: none)")
-	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up after this long")
-	f.StringVar(&cfg.LogDir, "log-dir", "", "keep every sidecar's log in this directory (default: a temporary one, removed)")
+	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up on a run after this long")
+	f.StringVar(&cfg.LogDir, "log-dir", "", "keep every sidecar's log in this directory, one subdirectory per run with --runs (default: a temporary one, removed)")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON line")
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -33,59 +34,113 @@ func awaitReady(ctx context.Context, w *localjob.Worker) error {
 type DetectConfig struct {
 	Members int
 	Kills   int
+	// Runs is how many times the whole benchmark runs, each on a fresh
+	// job: a false eviction is rare, so it takes many runs to show.
+	Runs int
 	// Idle is how long the job runs untouched to count false positives
 	// and measure one sidecar's idle CPU and memory.
 	Idle time.Duration
 	// Load is how many busy processes spin on the CPU from the moment the
 	// job formed until the end: false positives and detection under load.
-	Load    int
+	Load int
+	// Timeout bounds each run.
 	Timeout time.Duration
 	// LogDir, when set, is where the sidecars write their logs, kept
-	// after the run; empty uses a temporary directory, removed.
+	// after the run (one subdirectory per run); empty uses a temporary
+	// directory, removed.
 	LogDir string
 }
 
+// The bounds of DetectConfig: every sidecar is a process of this machine
+// with its own loopback address.
+const (
+	MaxDetectMembers = 256
+	MaxDetectRuns    = 1000
+)
+
 // DefaultDetectConfig is what `ringside bench detect` runs.
 func DefaultDetectConfig() DetectConfig {
-	return DetectConfig{Members: 8, Kills: 5, Idle: time.Minute, Timeout: 15 * time.Minute}
+	return DetectConfig{Members: 8, Kills: 5, Runs: 1, Idle: time.Minute, Timeout: 15 * time.Minute}
 }
 
-// DetectResult is one run of the detection benchmark.
-type DetectResult struct {
-	Bench          string  `json:"bench"`
-	Members        int     `json:"members"`
-	Kills          int     `json:"kills"`
-	DetectP50S     float64 `json:"detect_p50_s"`
-	DetectP95S     float64 `json:"detect_p95_s"`
-	CommitP50S     float64 `json:"commit_p50_s"`
-	CommitP95S     float64 `json:"commit_p95_s"`
-	FalsePositives int     `json:"false_positives"`
-	Load           int     `json:"load"`
+// Validate says what is wrong with cfg, naming the flag to change.
+func (cfg DetectConfig) Validate() error {
+	var errs []error
+	if cfg.Members < 2 || cfg.Members > MaxDetectMembers {
+		errs = append(errs, fmt.Errorf("--members %d: want 2 to %d (each sidecar is a process of this machine, on its own loopback address)", cfg.Members, MaxDetectMembers))
+	}
+	if cfg.Runs < 1 || cfg.Runs > MaxDetectRuns {
+		errs = append(errs, fmt.Errorf("--runs %d: want 1 to %d", cfg.Runs, MaxDetectRuns))
+	}
+	if cfg.Kills < 1 {
+		errs = append(errs, fmt.Errorf("--kills %d: want at least 1", cfg.Kills))
+	}
+	if cfg.Load < 0 {
+		errs = append(errs, fmt.Errorf("--load %d: want 0 (none) or more busy processes", cfg.Load))
+	}
+	if cfg.Idle < 0 || cfg.Timeout <= 0 {
+		errs = append(errs, fmt.Errorf("--idle %s must not be negative and --timeout %s must be positive", cfg.Idle, cfg.Timeout))
+	}
+	return errors.Join(errs...)
+}
+
+// DetectRun is what one run of the detection benchmark measured.
+type DetectRun struct {
+	Run        int     `json:"run"`
+	DetectP50S float64 `json:"detect_p50_s"`
+	DetectP95S float64 `json:"detect_p95_s"`
+	CommitP50S float64 `json:"commit_p50_s"`
+	CommitP95S float64 `json:"commit_p95_s"`
+	// FalseSuspicions counts the votes cast against members whose process
+	// was alive; each costs nothing unless a second one joins it.
+	FalseSuspicions int `json:"false_suspicions"`
+	// FalseEvictions counts the members that a generation left out while
+	// their process was alive and their network up.
+	FalseEvictions int     `json:"false_evictions"`
 	SidecarRSSMiB  float64 `json:"sidecar_rss_mib"`
+	SidecarCPUPct  float64 `json:"sidecar_cpu_pct"`
+
+	detects, commits, cpu, rss, anon []float64
+}
+
+// DetectResult is the detection benchmark over all its runs: percentiles
+// over every kill of every run, the false alarms summed, the footprint
+// the median over every sidecar of every run.
+type DetectResult struct {
+	Bench           string  `json:"bench"`
+	Members         int     `json:"members"`
+	Runs            int     `json:"runs"`
+	Kills           int     `json:"kills"`
+	DetectP50S      float64 `json:"detect_p50_s"`
+	DetectP95S      float64 `json:"detect_p95_s"`
+	CommitP50S      float64 `json:"commit_p50_s"`
+	CommitP95S      float64 `json:"commit_p95_s"`
+	FalseSuspicions int     `json:"false_suspicions"`
+	FalseEvictions  int     `json:"false_evictions"`
+	Load            int     `json:"load"`
+	SidecarRSSMiB   float64 `json:"sidecar_rss_mib"`
 	// SidecarAnonMiB is the sidecar's own part of SidecarRSSMiB; the rest
 	// is pages of the executable, shared by every sidecar on the machine.
 	SidecarAnonMiB float64 `json:"sidecar_rss_anon_mib"`
 	// SidecarCPUPct is the median over the sidecars of each one's CPU time
 	// while the job idled, in percent of one core; SidecarCPUMaxPct the
 	// busiest one's (often the leader). The memory figures are medians too.
-	SidecarCPUPct    float64 `json:"sidecar_cpu_pct"`
-	SidecarCPUMaxPct float64 `json:"sidecar_cpu_max_pct"`
+	SidecarCPUPct    float64     `json:"sidecar_cpu_pct"`
+	SidecarCPUMaxPct float64     `json:"sidecar_cpu_max_pct"`
+	PerRun           []DetectRun `json:"per_run"`
 }
 
-// measureIdle sets the sidecars' CPU and memory figures: CPU from each
-// one's CPU seconds at the start of an idle period of length d (cpu0).
-func (r *DetectResult) measureIdle(ws []*localjob.Worker, cpu0 []float64, d time.Duration) {
-	var cpu, rss, anon []float64
+// measureIdle records the sidecars' CPU and memory: CPU from each one's
+// CPU seconds at the start of an idle period of length d (cpu0).
+func (r *DetectRun) measureIdle(ws []*localjob.Worker, cpu0 []float64, d time.Duration) {
 	for i, w := range ws {
 		pid := w.SidecarPID()
-		cpu = append(cpu, 100*(cpuSeconds(pid)-cpu0[i])/d.Seconds())
-		rss = append(rss, rssMiB(pid))
-		anon = append(anon, anonMiB(pid))
+		r.cpu = append(r.cpu, 100*(cpuSeconds(pid)-cpu0[i])/d.Seconds())
+		r.rss = append(r.rss, rssMiB(pid))
+		r.anon = append(r.anon, anonMiB(pid))
 	}
-	r.SidecarCPUPct = quantile.Each(cpu, 0.5)[0]
-	r.SidecarCPUMaxPct = slices.Max(cpu)
-	r.SidecarRSSMiB = quantile.Each(rss, 0.5)[0]
-	r.SidecarAnonMiB = quantile.Each(anon, 0.5)[0]
+	r.SidecarCPUPct = quantile.Each(r.cpu, 0.5)[0]
+	r.SidecarRSSMiB = quantile.Each(r.rss, 0.5)[0]
 }
 
 type seen struct {
@@ -94,26 +149,64 @@ type seen struct {
 	at     time.Time
 }
 
-// Detect runs cfg.Members sidecar processes on an embedded etcd, lets them
-// idle, then SIGKILLs one at a time (a new member replaces each victim) and
-// times, over every survivor, when gossip declared the victim dead and when
-// the generation without it arrived.
+// Detect runs the detection benchmark cfg.Runs times, each on a fresh job
+// (see detectOnce), and sums up.
 func Detect(ctx context.Context, cfg DetectConfig, progress io.Writer) (DetectResult, error) {
-	if cfg.Members < 2 || cfg.Kills < 1 || cfg.Load < 0 {
-		return DetectResult{}, errors.New("need at least 2 members, 1 kill and a load of 0 or more")
+	if err := cfg.Validate(); err != nil {
+		return DetectResult{}, err
 	}
+	res := DetectResult{Bench: "detect", Members: cfg.Members, Runs: cfg.Runs, Kills: cfg.Kills, Load: cfg.Load}
+	var detects, commits, cpu, rss, anon []float64
+	for i := range cfg.Runs {
+		run, err := detectOnce(ctx, cfg, i+1, progress)
+		if err != nil {
+			return DetectResult{}, fmt.Errorf("run %d of %d: %w", i+1, cfg.Runs, err)
+		}
+		fmt.Fprintf(progress, "run %d/%d: detected p50 %.3fs p95 %.3fs; %d false suspicions, %d false evictions\n",
+			i+1, cfg.Runs, run.DetectP50S, run.DetectP95S, run.FalseSuspicions, run.FalseEvictions)
+		res.FalseSuspicions += run.FalseSuspicions
+		res.FalseEvictions += run.FalseEvictions
+		detects, commits = append(detects, run.detects...), append(commits, run.commits...)
+		cpu, rss, anon = append(cpu, run.cpu...), append(rss, run.rss...), append(anon, run.anon...)
+		res.PerRun = append(res.PerRun, run)
+	}
+	d, c := quantile.Each(detects, 0.5, 0.95), quantile.Each(commits, 0.5, 0.95)
+	res.DetectP50S, res.DetectP95S = d[0], d[1]
+	res.CommitP50S, res.CommitP95S = c[0], c[1]
+	res.SidecarCPUPct, res.SidecarCPUMaxPct = quantile.Each(cpu, 0.5)[0], slices.Max(cpu)
+	res.SidecarRSSMiB, res.SidecarAnonMiB = quantile.Each(rss, 0.5)[0], quantile.Each(anon, 0.5)[0]
+	return res, nil
+}
+
+// detectOnce runs cfg.Members sidecar processes on an embedded etcd, lets
+// them idle, then SIGKILLs one at a time (a new member replaces each
+// victim) and times, over every survivor, when it was told the victim is
+// dead and when the generation without it arrived. Every vote against, and
+// every generation without, a member whose process ran is a false alarm.
+func detectOnce(ctx context.Context, cfg DetectConfig, run int, progress io.Writer) (res DetectRun, err error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	dir, cleanup, err := jobDir(cfg.LogDir, "detect")
+	logDir := cfg.LogDir
+	if logDir != "" && cfg.Runs > 1 {
+		logDir = filepath.Join(logDir, fmt.Sprintf("run%d", run))
+	}
+	dir, cleanup, err := jobDir(logDir, "detect")
 	if err != nil {
-		return DetectResult{}, err
+		return DetectRun{}, err
 	}
 	defer cleanup()
-	job, err := localjob.Start(ctx, localjob.Config{Job: "detect", Dir: dir})
+	const jobName = "detect"
+	job, err := localjob.Start(ctx, localjob.Config{Job: jobName, Dir: dir})
 	if err != nil {
-		return DetectResult{}, err
+		return DetectRun{}, err
 	}
 	defer job.Close()
+	alarms, err := watchAlarms(ctx, job.Endpoints(), sidecarNamespace, jobName, progress)
+	if err != nil {
+		return DetectRun{}, err
+	}
+	res.Run = run
+	defer func() { res.FalseSuspicions, res.FalseEvictions = alarms.stop() }()
 
 	seenCh := make(chan seen, 1024)
 	var wg sync.WaitGroup
@@ -146,70 +239,72 @@ func Detect(ctx context.Context, cfg DetectConfig, progress io.Writer) (DetectRe
 	}
 	for range cfg.Members {
 		if _, err := spawn(); err != nil {
-			return DetectResult{}, err
+			return DetectRun{}, err
 		}
 	}
 	fmt.Fprintf(progress, "%d sidecars started; waiting for the generation with all of them\n", cfg.Members)
 	if err := awaitEveryone(ctx, seenCh, job.Workers(), func(r *api.Rendezvous) bool { return r.WorldSize == cfg.Members }); err != nil {
-		return DetectResult{}, err
+		return DetectRun{}, err
 	}
 
-	res := DetectResult{Bench: "detect", Members: cfg.Members, Kills: cfg.Kills, Load: cfg.Load}
 	if cfg.Load > 0 {
 		load, err := startLoad(ctx, cfg.Load)
 		if err != nil {
-			return DetectResult{}, err
+			return DetectRun{}, err
 		}
 		defer load.stop()
 		fmt.Fprintf(progress, "%d busy processes started\n", cfg.Load)
 	}
-	fmt.Fprintf(progress, "idle for %s: counting false positives, measuring every sidecar\n", cfg.Idle)
+	fmt.Fprintf(progress, "idle for %s: counting false alarms, measuring every sidecar\n", cfg.Idle)
 	idlers := slices.Collect(maps.Values(job.Workers()))
 	cpu0 := make([]float64, len(idlers))
 	for i, w := range idlers {
 		cpu0[i] = cpuSeconds(w.SidecarPID())
 	}
 	t0 := time.Now()
-	idle := time.After(cfg.Idle)
-idleLoop:
-	for {
-		select {
-		case s := <-seenCh:
-			if s.event.Type == api.EventMemberDead {
-				res.FalsePositives++
-			}
-		case <-idle:
-			break idleLoop
-		case <-ctx.Done():
-			return DetectResult{}, ctx.Err()
-		}
+	if err := drainFor(ctx, seenCh, cfg.Idle); err != nil {
+		return DetectRun{}, err
 	}
 	res.measureIdle(idlers, cpu0, time.Since(t0))
 
-	var detects, commits []float64
 	for k := range cfg.Kills {
 		live := job.Workers()
 		victim := live[slices.Min(slices.Collect(maps.Keys(live)))]
+		alarms.kill(victim.ID)
 		killedAt := time.Now()
 		job.Kill(victim)
 		detect, commit, err := awaitDeath(ctx, seenCh, job.Workers(), victim.ID, killedAt)
 		if err != nil {
-			return DetectResult{}, err
+			return DetectRun{}, err
 		}
-		detects, commits = append(detects, detect), append(commits, commit)
+		res.detects, res.commits = append(res.detects, detect), append(res.commits, commit)
 		fmt.Fprintf(progress, "kill %d/%d (%s): dead everywhere after %.3fs, generation without it after %.3fs\n",
 			k+1, cfg.Kills, victim.ID, detect, commit)
 		if _, err := spawn(); err != nil {
-			return DetectResult{}, err
+			return DetectRun{}, err
 		}
 		if err := awaitEveryone(ctx, seenCh, job.Workers(), func(r *api.Rendezvous) bool { return r.WorldSize == cfg.Members }); err != nil {
-			return DetectResult{}, err
+			return DetectRun{}, err
 		}
 	}
-	d, c := quantile.Each(detects, 0.5, 0.95), quantile.Each(commits, 0.5, 0.95)
+	d, c := quantile.Each(res.detects, 0.5, 0.95), quantile.Each(res.commits, 0.5, 0.95)
 	res.DetectP50S, res.DetectP95S = d[0], d[1]
 	res.CommitP50S, res.CommitP95S = c[0], c[1]
 	return res, nil
+}
+
+// drainFor reads the sidecars' events for d: the job idles.
+func drainFor(ctx context.Context, seenCh <-chan seen, d time.Duration) error {
+	end := time.After(d)
+	for {
+		select {
+		case <-seenCh:
+		case <-end:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // awaitEveryone waits until every live worker has announced a generation

@@ -41,11 +41,11 @@ func (r RendezvousResult) Summary() string {
 		r.Members, r.JoinToCommitS, r.SettleS, r.JoinToCommitS-r.SettleS, r.Generations, r.EtcdPuts, r.EtcdTxns)
 }
 
-// Summary gives the detection and commit percentiles, the false
-// positives and the idle sidecars' footprint.
+// Summary gives the detection and commit percentiles, the false alarms
+// and the idle sidecars' footprint.
 func (r DetectResult) Summary() string {
-	return fmt.Sprintf("%d members, %d kills: detected p50 %.3fs p95 %.3fs, committed p50 %.3fs p95 %.3fs; %d false positives; the median sidecar idles at %.1f MiB RSS (%.1f MiB its own), %.2f%% CPU (the busiest %.2f%%)",
-		r.Members, r.Kills, r.DetectP50S, r.DetectP95S, r.CommitP50S, r.CommitP95S, r.FalsePositives, r.SidecarRSSMiB, r.SidecarAnonMiB, r.SidecarCPUPct, r.SidecarCPUMaxPct)
+	return fmt.Sprintf("%d members, %d runs of %d kills: detected p50 %.3fs p95 %.3fs, committed p50 %.3fs p95 %.3fs; %d false suspicions, %d false evictions; the median sidecar idles at %.1f MiB RSS (%.1f MiB its own), %.2f%% CPU (the busiest %.2f%%)",
+		r.Members, r.Runs, r.Kills, r.DetectP50S, r.DetectP95S, r.CommitP50S, r.CommitP95S, r.FalseSuspicions, r.FalseEvictions, r.SidecarRSSMiB, r.SidecarAnonMiB, r.SidecarCPUPct, r.SidecarCPUMaxPct)
 }
 
 // Summary gives the fault-to-resume percentiles, a newcomer's time to

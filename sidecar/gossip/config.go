@@ -52,7 +52,14 @@ type Config struct {
 	// ProbeTimeout is how long (a duration) a direct UDP probe waits for its
 	// ack before asking IndirectChecks other members to probe too. Set it
 	// above the network's 99th percentile round trip; it must be shorter than
-	// ProbeInterval, which bounds the indirect probes.
+	// ProbeInterval, which bounds the indirect probes. memberlist stretches it
+	// by this member's local health (Lifeguard), and so does a Check:
+	//
+	//	CheckTimeout = ProbeTimeout * (1 + health score)
+	//
+	// where the score (0-7) counts recent probes of this member that failed
+	// without the expected nacks and suspicions it had to refute, less the
+	// probes that went well: a member that cannot keep time waits longer.
 	ProbeTimeout time.Duration
 
 	// IndirectChecks is how many other members (a count) probe on our behalf

@@ -260,12 +260,40 @@ func (s Status) String() string {
 	return fmt.Sprintf("status(%d)", int(s))
 }
 
-// Check pings member name once, at the address it was last seen alive,
-// and meanwhile dials its gossip port: it returns Gone as soon as the
-// dial is refused, else whether the ping was answered within
-// ProbeTimeout. It is a second opinion on another member's suspicion,
-// independent of the probe schedule; a member never seen yet is an error.
+// CheckTimeout is how long a Check waits for an answer now: ProbeTimeout
+// stretched by this member's local health, as memberlist stretches its
+// own probes (Lifeguard):
+//
+//	CheckTimeout = ProbeTimeout * (1 + health score)
+//
+// The score (0 to 7) rises each time one of this member's probes fails
+// while the members it asked to probe too did not even send their nacks
+// in time, and each time it has to refute a suspicion about itself; each
+// probe that goes well lowers it. A member that cannot keep time (its
+// process starved of CPU) then waits longer before it finds another
+// silent, rather than blaming its own slowness on it.
+func (g *Gossip) CheckTimeout() time.Duration {
+	return g.cfg.ProbeTimeout * time.Duration(1+g.ml.GetHealthScore())
+}
+
+// Check pings member name, at the address it was last seen alive, and
+// meanwhile dials its gossip port: it returns Gone as soon as the dial is
+// refused, else whether a ping was answered within CheckTimeout (one ping
+// per ProbeTimeout, memberlist's own ping timeout). It is a second
+// opinion on another member's suspicion, independent of the probe
+// schedule; a member never seen yet is an error.
 func (g *Gossip) Check(ctx context.Context, name string) (Status, error) {
+	pings := 1 + g.ml.GetHealthScore()
+	for range pings - 1 {
+		if st, err := g.check(ctx, name); err != nil || st != Silent {
+			return st, err
+		}
+	}
+	return g.check(ctx, name)
+}
+
+// check pings name once, dialing its port meanwhile (see Check).
+func (g *Gossip) check(ctx context.Context, name string) (Status, error) {
 	p, ok := g.dlg.lastSeen(name)
 	if !ok {
 		return Silent, fmt.Errorf("gossip: check %s: never seen", name)
