@@ -162,7 +162,8 @@ func (j *Job) AddWorkerArgs(ctx context.Context, trainerArgs []string) (*Worker,
 	args := append([]string{"sidecar", "--job", j.cfg.Job, "--etcd-endpoints", strings.Join(j.Endpoints(), ","),
 		"--member-id", w.ID, "--advertise", w.Addr, "--socket", w.Socket, "--gossip-port", "0",
 		"--gossip-key-file", filepath.Join(j.cfg.Dir, gossipKeyFile),
-		"--node-watch=false", "--sysfs-root", j.cfg.Dir, "--log-format", "json"}, j.cfg.SidecarArgs...)
+		"--node-watch=false", "--sysfs-root", j.cfg.Dir, "--log-format", "json",
+		"--master-port", strconv.Itoa(j.addrs.MasterPort())}, j.cfg.SidecarArgs...)
 	if len(j.cfg.Trainer) > 0 {
 		// The member enters the ring when its trainer is up, as in a pod.
 		args = append(args, "--await-trainer")

@@ -44,5 +44,11 @@ func (b *Block) Addr(n int) string {
 	return fmt.Sprintf("127.%d.%d.%d", b.b, n/250, n%250+2)
 }
 
+// MasterPort is the first of 16 ports the block's job gives rank 0's store
+// (the sidecar's --master-port): torch's store listens on every address,
+// not on its worker's own, so two jobs on the machine must not share
+// these. 20016-24079, below the kernel's ephemeral ports.
+func (b *Block) MasterPort() int { return 20000 + 16*b.b }
+
 // Release gives the block back.
 func (b *Block) Release() { b.f.Close() }
