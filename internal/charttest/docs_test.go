@@ -256,7 +256,7 @@ func (d *docCheck) kubectl(w []string) error {
 			return fmt.Errorf("kubectl exec without -- COMMAND")
 		}
 		return d.check(args[i+1:])
-	case "apply", "get", "describe", "scale", "label", "create", "logs", "patch":
+	case "apply", "get", "describe", "scale", "label", "create", "logs", "patch", "taint":
 	default:
 		return fmt.Errorf("the guide's test does not know kubectl %s", args[0])
 	}
