@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/ringside/ringside/autoscale"
 	"github.com/ringside/ringside/autoscale/v1alpha1"
@@ -86,8 +87,9 @@ func TestTheScaleSubresourceDrivesTheTarget(t *testing.T) {
 	if sc := readScale(); sc.Spec.Replicas != 0 {
 		t.Fatalf("a new scaler's scale asks for %d replicas, want 0 (the policy decides)", sc.Spec.Replicas)
 	}
-	// kubectl scale es pinned --replicas=3
-	if err := writeScale(3); err != nil {
+	// kubectl scale es pinned --replicas=3 (a read and a write of the scale,
+	// which the controller's status writes may come between: again then)
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { return writeScale(3) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := Poll(ctx, time.Minute, func() (bool, error) {

@@ -251,17 +251,20 @@ func TestExecThatEndsTakesItsMemberOutUntilItIsBack(t *testing.T) {
 	e0 := startExec(t, w0.Socket, 0, `trap 'exit 0' TERM; echo "start $WORLD_SIZE"; `+loop)
 	e0.await(t, "start 2")
 
-	marker := filepath.Join(t.TempDir(), "crashed")
-	script := `trap 'exit 0' TERM; if [ ! -e ` + marker + ` ]; then touch ` + marker + `; exit 0; fi; echo "back $WORLD_SIZE"; ` + loop
+	// w1's exec is stopped (its container ends; a command that exits 0 on
+	// its own would finish the job instead).
+	first := startExec(t, w1.Socket, 0, `trap 'exit 0' TERM; echo "first $WORLD_SIZE"; `+loop)
+	first.await(t, "first 2")
 	end := time.Now()
-	if code := startExec(t, w1.Socket, 0, script).wait(t); code != 0 {
-		t.Fatalf("the finished exec exited %d, want its command's 0", code)
+	first.signals <- syscall.SIGTERM
+	if code := first.wait(t); code != 0 {
+		t.Fatalf("the stopped exec exited %d, want its command's 0", code)
 	}
 	e0.await(t, "start 1")
-	t.Logf("w0 restarted at world size 1 %s after w1's exec started and ended", time.Since(end).Round(time.Millisecond))
+	t.Logf("w0 restarted at world size 1 %s after w1's exec ended", time.Since(end).Round(time.Millisecond))
 
 	back := time.Now()
-	e1 := startExec(t, w1.Socket, 0, script)
+	e1 := startExec(t, w1.Socket, 0, `trap 'exit 0' TERM; echo "back $WORLD_SIZE"; `+loop)
 	e0.await(t, "start 2")
 	e1.await(t, "back 2")
 	t.Logf("w0 restarted at world size 2 %s after w1's exec came back", time.Since(back).Round(time.Millisecond))
