@@ -268,11 +268,7 @@ func (a *Agent) serveLeave(w http.ResponseWriter, r *http.Request) {
 // against its restart budget, or whether it stops (coordinator/crash.go).
 func (a *Agent) serveRestart(w http.ResponseWriter, r *http.Request) {
 	var rr api.RestartReport
-	if r.ContentLength != 0 && !decodeBody(w, r, &rr) {
-		return
-	}
-	if err := rr.Validate(); err != nil {
-		writeError(w, http.StatusBadRequest, "restart: "+err.Error())
+	if !decodeReport(w, r, "restart", &rr) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
@@ -298,11 +294,7 @@ func (a *Agent) serveRestart(w http.ResponseWriter, r *http.Request) {
 // members' commands end (coordinator/crash.go).
 func (a *Agent) serveFinish(w http.ResponseWriter, r *http.Request) {
 	var fr api.FinishReport
-	if r.ContentLength != 0 && !decodeBody(w, r, &fr) {
-		return
-	}
-	if err := fr.Validate(); err != nil {
-		writeError(w, http.StatusBadRequest, "finish: "+err.Error())
+	if !decodeReport(w, r, "finish", &fr) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
@@ -347,6 +339,20 @@ func (a *Agent) serveReady(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, api.StatusBody{Status: api.StatusReady})
+}
+
+// decodeReport reads a report's optional JSON body into v and checks it
+// (what names the report in an error); it answers the request itself when
+// either fails.
+func decodeReport(w http.ResponseWriter, r *http.Request, what string, v interface{ Validate() error }) bool {
+	if r.ContentLength != 0 && !decodeBody(w, r, v) {
+		return false
+	}
+	if err := v.Validate(); err != nil {
+		writeError(w, http.StatusBadRequest, what+": "+err.Error())
+		return false
+	}
+	return true
 }
 
 // decodeBody reads a JSON body strictly: one object, known fields only. The

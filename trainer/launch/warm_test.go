@@ -139,22 +139,7 @@ time.sleep(60)
 			if out, err := prev.CombinedOutput(); err != nil {
 				t.Fatalf("the previous checkpoint: %v\n%s", err, out)
 			}
-			out, w := io.Pipe()
-			cfg := DefaultConfig()
-			cfg.Preload = []string{"torch"}
-			cfg.Stdout, cfg.Stderr = w, os.Stderr
-			s, err := startSpare(cfg, []string{python}, []string{script, ckpt}, os.Environ())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.p.Kill()
-			<-s.ready
-			if !s.imported {
-				t.Fatal("the warm process did not import torch")
-			}
-			if err := s.start(os.Environ()); err != nil {
-				t.Fatal(err)
-			}
+			s, out, w := runWarm(t, python, script, ckpt)
 			lines := bufio.NewScanner(out)
 			for lines.Scan() && lines.Text() != tt.signalAt {
 			}
@@ -178,6 +163,30 @@ time.sleep(60)
 			}
 		})
 	}
+}
+
+// runWarm runs script with args in a warm process that preloaded torch,
+// its stdout on the pipe returned; the process is killed when the test
+// ends.
+func runWarm(t *testing.T, python, script string, args ...string) (*spare, *io.PipeReader, *io.PipeWriter) {
+	t.Helper()
+	out, w := io.Pipe()
+	cfg := DefaultConfig()
+	cfg.Preload = []string{"torch"}
+	cfg.Stdout, cfg.Stderr = w, os.Stderr
+	s, err := startSpare(cfg, []string{python}, append([]string{script}, args...), os.Environ())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.p.Kill)
+	<-s.ready
+	if !s.imported {
+		t.Fatal("the warm process did not import torch")
+	}
+	if err := s.start(os.Environ()); err != nil {
+		t.Fatal(err)
+	}
+	return s, out, w
 }
 
 // torchPython returns Debian's python3-torch interpreter (the system
@@ -225,19 +234,7 @@ print("connected after %.3fs: %s" % (time.monotonic() - t0, store.get("from0").d
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	out, w := io.Pipe()
-	cfg := DefaultConfig()
-	cfg.Preload = []string{"torch"}
-	cfg.Stdout, cfg.Stderr = w, os.Stderr
-	s, err := startSpare(cfg, []string{python}, []string{script, strconv.Itoa(port)}, os.Environ())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.p.Kill()
-	<-s.ready
-	if err := s.start(os.Environ()); err != nil {
-		t.Fatal(err)
-	}
+	s, out, w := runWarm(t, python, script, strconv.Itoa(port))
 	var lines []string
 	done := make(chan struct{})
 	go func() {
