@@ -141,8 +141,6 @@ def device_for(local_rank):
 
 
 def run_live(a, log):
-    from torch.nn.parallel import DistributedDataParallel
-
     from ringside import elastic
     from ringside.errors import IncompatibleSidecar, SidecarLost, SidecarUnreachable
 
@@ -160,7 +158,7 @@ def run_live(a, log):
                 f.write(json.dumps({"member": state.member, "generation": state.generation,
                                     "sync_bytes": st["last_sync_bytes"], "commits": st["commits"],
                                     "commit_s": st["commit_s"]}) + "\n")
-        ddp = DistributedDataParallel(state.model, device_ids=[dev.index] if dev.type == "cuda" else None)
+        ddp = state.ddp(device_ids=[dev.index] if dev.type == "cuda" else None)
         if a.measure_gns:
             state.measure_gns(ddp, batch_size=a.batch)  # times the all-reduce too
         else:

@@ -79,6 +79,7 @@ class Group:
         self._before = before
         self._peers = peers
         self._pg = pg  # the process group object this Group aborts, never a later one
+        self.hellos = None  # every rank's hello at formation, in rank order (see form)
         self._sockets = {}  # {inode: peer host}
         self._lock = threading.Lock()
         self._abort_done = threading.Event()  # set once an abort has run
@@ -86,11 +87,10 @@ class Group:
         self.destroyed = False
 
     def formed(self):
-        """Call once the group has run a collective on every rank: closes
-        this rank's store connection (nothing needs the store until the
-        next group) and records the group's TCP sockets, those this
-        process opened since formation began less the store's (gloo may
-        connect lazily in torch 2.x)."""
+        """Call once the group is formed and synced on this rank: closes
+        this rank's store connection (a later call reconnects: gloo may
+        connect lazily in torch 2.x) and records the group's TCP sockets,
+        those this process opened since formation began less the store's."""
         self._store.close()
         if self.backend != "gloo" or not _sockets.supported():
             return
@@ -182,13 +182,11 @@ class Group:
         if self._server is not None:
             self._server.close()
         self._store = self._server = None
-        t1 = time.monotonic()
-        gc.collect()  # DDP's reducer holds the group until collected
         t = threading.Thread(target=_release, args=(held,), name="ringside-release", daemon=True)
         with _releasing_lock:
             _releasing.add(t)
         t.start()
-        log.debug("generation %d: group destroyed in %.3fs, gc %.3fs", self.generation, t1 - t0, time.monotonic() - t1)
+        log.debug("generation %d: group destroyed in %.3fs", self.generation, time.monotonic() - t0)
 
 
 # How long destroy() waits for an abort running in another thread.
@@ -206,7 +204,10 @@ def _release(held):
     here, not in the training thread, which forms the next group meanwhile.
     A gloo group's destructor waits for its connection loop to tick once per
     connection it closes (up to 10 ms each in torch 1.13: ~30 ms at 7 ranks),
-    and torch releases the GIL while a group is destructed."""
+    and torch releases the GIL while a group is destructed. The collection
+    first lets go of the references DDP's reducer holds in a cycle (the
+    training thread meanwhile mostly waits on sockets, without the GIL)."""
+    gc.collect()
     held.clear()
     with _releasing_lock:
         _releasing.discard(threading.current_thread())
@@ -313,27 +314,27 @@ def _store(r, rank, form_timeout, should_stop):
     return server, client
 
 
-def _await_peers(store, world_size, form_timeout):
-    """Returns once every rank arrived; the server wakes the waiters at
-    once. The client's waits give up when a newer generation arrives."""
-    if store.add("arrived", 1) >= world_size:
-        store.set("all-arrived", b"1")
+def _await_peers(store, prefix, rank, world_size, form_timeout, hello=b""):
+    """Returns every rank's hello (what each rank tells the others as it
+    arrives: its commit, see State.sync), in rank order, once every rank
+    arrived: one set and one wait for all the keys, which the server
+    answers as the last arrives. The waits give up when a newer generation
+    arrives."""
+    keys = ["%s/hello/%d" % (prefix, r) for r in range(world_size)]
+    store.set(keys[rank], hello)
     try:
-        store.wait(["all-arrived"], _td(form_timeout))
+        return store.multi_get(keys)
     except _store_mod.StoreError as e:
-        n = store.add("arrived", 0)
+        n = sum(1 for k in keys if store.check([k]))
         raise FormationFailed("%d of %d ranks arrived within %.0fs: %s" % (n, world_size, form_timeout, e)) from e
 
 
-def _fast_barrier(rank, store, timeout):
-    """torch 1.13's store-based barrier after init_process_group, without
-    its 10 ms polling: the last rank to arrive wakes the others."""
-    from torch.distributed import distributed_c10d as c10d
-
-    key = "%s:%s" % (c10d.STORE_BASED_BARRIER_PREFIX, c10d._group_count)
-    if store.add(key, 1) >= c10d.get_world_size():
-        store.set(key + ":done", b"1")
-    store.wait([key + ":done"], timeout)
+def _no_barrier(rank, store, timeout):
+    """torch 1.13's store-based barrier after init_process_group, left out
+    as torch 2.x leaves it out by default (TORCH_DIST_INIT_BARRIER=0):
+    the ranks already met at the store (_await_peers), gloo's group has
+    connected to every peer when its constructor returns, and a rank that
+    goes on first waits in its first collective for the others."""
 
 
 def _barrier_patch(c10d):
@@ -348,13 +349,15 @@ def _barrier_patch(c10d):
         params = list(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
         return None
-    return _fast_barrier if params == ["rank", "store", "timeout"] else None
+    return _no_barrier if params == ["rank", "store", "timeout"] else None
 
 
-def form(r, local_rank, backend=None, timeout=60.0, form_timeout=60.0, should_stop=lambda: False):
+def form(r, local_rank, backend=None, timeout=60.0, form_timeout=60.0, should_stop=lambda: False, hello=b""):
     """Forms generation r's group as the default process group and returns
     it. timeout is every collective's limit (gloo's and NCCL's own), in
-    seconds; form_timeout bounds the wait for the peers."""
+    seconds; form_timeout bounds the wait for the peers. hello is what this
+    rank tells the others as it arrives; the group's hellos hold every
+    rank's."""
     import torch.distributed as dist
     from torch.distributed import distributed_c10d as c10d
 
@@ -374,8 +377,9 @@ def form(r, local_rank, backend=None, timeout=60.0, form_timeout=60.0, should_st
     orig = getattr(c10d, "ProcessGroupGloo", None)
     barrier, orig_barrier = _barrier_patch(c10d), getattr(c10d, "_store_based_barrier", None)
     try:
-        prefix = dist.PrefixStore("ringside/%d" % r.generation, store)
-        _await_peers(prefix, r.world_size, form_timeout)
+        name = "ringside/%d" % r.generation
+        prefix = dist.PrefixStore(name, store)
+        hellos = _await_peers(store, name, rank, r.world_size, form_timeout, hello)
         t2 = time.monotonic()
         if bound is not None:
             c10d.ProcessGroupGloo = bound
@@ -400,8 +404,10 @@ def form(r, local_rank, backend=None, timeout=60.0, form_timeout=60.0, should_st
         if barrier is not None:
             c10d._store_based_barrier = orig_barrier
     peers = {m.addr for m in r.members if m.addr}
-    return Group(r.generation, rank, r.world_size, backend, server, store, before, r.master_port, timeout,
-                 peers=peers or None, pg=_default_group())
+    group = Group(r.generation, rank, r.world_size, backend, server, store, before, r.master_port, timeout,
+                  peers=peers or None, pg=_default_group())
+    group.hellos = hellos
+    return group
 
 
 # What NCCL needs so that a failed or timed-out collective raises in the

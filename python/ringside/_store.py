@@ -153,6 +153,10 @@ class _Data:
                 if not self._await([req["k"]], req.get("t", 0)):
                     return {"missing": True}
                 return {"v": _b64(self.kv[req["k"]])}
+            if op == "mget":
+                if not self._await(req["ks"], req.get("t", 0)):
+                    return {"missing": True}
+                return {"vs": [_b64(self.kv[k]) for k in req["ks"]]}
             if op == "wait":
                 return {} if self._await(req["ks"], req.get("t", 0)) else {"missing": True}
             if op == "add":
@@ -382,7 +386,8 @@ def make_client(host, port, timeout_s, interrupted=lambda: False, token=None):
             self._call({"op": "append", "k": key, "v": _b64(value)})
 
         def multi_get(self, keys):
-            return [self.get(k) for k in keys]
+            """Every key's value, in one request that waits until all exist."""
+            return [base64.b64decode(v) for v in self._blocking({"op": "mget", "ks": list(keys)}, None)["vs"]]
 
         def multi_set(self, keys, values):
             for k, v in zip(keys, values):

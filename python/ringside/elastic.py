@@ -6,7 +6,7 @@ through crashes, preemptions and scale-ups without restarting the process.
     state = elastic.State(model, optimizer, epoch=0)
 
     def train(state):                     # called once per generation
-        ddp = DistributedDataParallel(state.model)
+        ddp = state.ddp()                 # DistributedDataParallel(state.model)
         while state.step < total_steps:
             ...forward, backward, optimizer.step()...
             state.step += 1
@@ -339,7 +339,8 @@ class _Trainer:
         stop = lambda: watcher.interrupted(r.generation)  # noqa: E731
         t0 = time.monotonic()
         try:
-            group = _group.form(r, self.local_rank, self.backend, self.timeout, self.form_timeout, stop)
+            group = _group.form(r, self.local_rank, self.backend, self.timeout, self.form_timeout, stop,
+                                hello=state._hello())
         except _group.FormationAborted as e:
             _log.info("generation %d: %s", r.generation, e)
             return False, None, None
@@ -353,7 +354,7 @@ class _Trainer:
         try:
             try:
                 state._shards = None  # the last group's adapter: train_fn attaches this one's (State.shard)
-                src = state.sync()
+                src = state._sync(group.hellos)
                 group.formed()
                 _log.info("generation %d: rank %d of %d, formed and synced from rank %d at step %d in %.3fs",
                          r.generation, group.rank, group.world_size, src, state.step, time.monotonic() - t0)

@@ -31,6 +31,7 @@ import hashlib
 import logging
 import os
 import random
+import struct
 import sys
 import threading
 import time
@@ -380,6 +381,7 @@ class State:
         self.generation = 0
         self.member = ""
         self._session = None
+        self._synced_generation = None  # the generation whose group the last sync completed in
         self._snapshot = None
         self._shards = None  # the shards adapter attached in this generation (shard())
         self._shard = None  # its last capture: this rank's pieces (see ringside.shards)
@@ -778,6 +780,24 @@ class State:
         self._gns_batch = batch_size
         self._gns.attach(ddp)
 
+    def ddp(self, **kwargs: Any) -> Any:
+        """DistributedDataParallel(state.model, **kwargs) for this
+        generation's group, built without DDP's own start-up collectives
+        (its parameter shape check and its broadcast of rank 0's
+        parameters and buffers): the generation's sync has just made every
+        rank hold the same commit and compared their digests, so those
+        collectives would only repeat it, on every resize. Call it in
+        train_fn, once per generation, where you would build DDP; outside a
+        synced generation it builds DDP as usual."""
+        from torch.nn.parallel import DistributedDataParallel
+
+        from . import _current
+
+        group = _current.group()
+        if group is None or group.generation != self._synced_generation:
+            return DistributedDataParallel(self.model, **kwargs)
+        return _ddp_without_startup_sync(DistributedDataParallel, self.model, kwargs)
+
     def measure_wait(self, ddp: Any) -> None:
         """Opts in to reporting this rank's wait in DDP's gradient
         all-reduce apart from its compute: registers a communication hook
@@ -816,6 +836,13 @@ class State:
         on every rank that holds the same model."""
         return self.digest().hex()[:16]
 
+    def _hello(self) -> bytes:
+        """Goes back to the last commit and returns what this rank tells the
+        others as the next group forms: the commit's step, its parameter
+        digest and its commit digest (see sync), packed."""
+        self.restore()
+        return _ENTRY.pack(self._snapshot["step"], self._params_digest(), commit_digest(self._snapshot))
+
     def sync(self) -> int:
         """Makes every rank of the current group hold the same state. First
         every rank learns every rank's commit (its step and the digest of
@@ -831,6 +858,13 @@ class State:
         parameters afterwards, and CollectiveFailed when one of its
         collectives fails. Returns the source rank;
         stats["last_sync_bytes"] says how many bytes the group moved."""
+        return self._sync(None)
+
+    def _sync(self, hellos) -> int:
+        """sync; hellos, when every rank's _hello came with the formation
+        (every rank holds the same list), stand for the first collective:
+        a re-formed group whose ranks all hold the same commit then syncs
+        without any collective."""
         import torch
         import torch.distributed as dist
 
@@ -842,17 +876,22 @@ class State:
         # the rest of that commit (samplers, schedulers, fields: what decides
         # which data the next steps train). When all are equal (a member
         # left: the survivors hold the same commit) that is the whole sync.
-        self.restore()
-        own_step, restored = self._snapshot["step"], self._params_digest()
-        mine_t = torch.tensor([own_step] + list(restored) + list(commit_digest(self._snapshot)), dtype=torch.int64,
-                              device=dev)
-        commits = [torch.zeros_like(mine_t) for _ in range(world)]
-        _collective(dist.all_gather, commits, mine_t)
-        entries = [(int(t[0].item()), bytes(int(x) for x in t[1:33].tolist()), bytes(int(x) for x in t[33:].tolist()))
-                   for t in commits]
+        entries = _entries(hellos, world)
+        if entries is None:
+            self.restore()
+        restored = self._params_digest()
+        if entries is None:
+            own_step = self._snapshot["step"]
+            mine_t = torch.tensor([own_step] + list(restored) + list(commit_digest(self._snapshot)),
+                                  dtype=torch.int64, device=dev)
+            commits = [torch.zeros_like(mine_t) for _ in range(world)]
+            _collective(dist.all_gather, commits, mine_t)
+            entries = [(int(t[0].item()), bytes(int(x) for x in t[1:33].tolist()),
+                        bytes(int(x) for x in t[33:].tolist())) for t in commits]
         src, behind = plan_sync(entries)
         if not behind and all(e == entries[src] for e in entries):
             self.stats["last_sync_bytes"] = 0
+            self._synced_generation = self.generation
             return src
         broadcast = len(behind) > (world - 1) // 2 and len(behind) > 1
 
@@ -890,6 +929,7 @@ class State:
                 "after the sync of generation %d from rank %d (step %d), ranks %s hold parameters that differ from "
                 "rank %d's%s; not training on them" % (self.generation, src, self._snapshot["step"], bad, src,
                                                        ": " + problem if problem else ""))
+        self._synced_generation = self.generation
         return src
 
     def _transfer(self, header, payload, src, behind, broadcast, dev):
@@ -981,6 +1021,51 @@ def _session_group():
 
     rank, world = _current.rank_world()
     return rank, world, dist.get_backend()
+
+
+_ddp_patch_lock = threading.Lock()
+
+
+def _ddp_without_startup_sync(cls, model, kwargs):
+    """Builds cls(model, **kwargs) without its start-up collectives: with
+    init_sync=False where DDP takes it (torch >= 2.4), else with torch's
+    two start-up helpers replaced for the construction (torch 1.13 to 2.3
+    look them up in torch.nn.parallel.distributed); as usual where neither
+    is there."""
+    import inspect
+
+    import torch.nn.parallel.distributed as ddp_mod
+
+    if "init_sync" in inspect.signature(cls.__init__).parameters:
+        kwargs.setdefault("init_sync", False)
+        return cls(model, **kwargs)
+    names = ("_verify_param_shape_across_processes", "_sync_module_states")
+    if not all(callable(getattr(ddp_mod, n, None)) for n in names):
+        return cls(model, **kwargs)
+    with _ddp_patch_lock:
+        saved = {n: getattr(ddp_mod, n) for n in names}
+        try:
+            for n in names:
+                setattr(ddp_mod, n, lambda *a, **k: None)
+            return cls(model, **kwargs)
+        finally:
+            for n, f in saved.items():
+                setattr(ddp_mod, n, f)
+
+
+# A rank's commit as the formation exchanges it: step, parameter digest,
+# commit digest.
+_ENTRY = struct.Struct(">q32s32s")
+
+
+def _entries(hellos, world):
+    """The (step, parameter digest, commit digest) of every rank from the
+    formation's hellos; None when they are missing or not all well formed
+    (every rank sees the same hellos, so all decide alike and fall back
+    to the collective together)."""
+    if not hellos or len(hellos) != world or any(len(h) != _ENTRY.size for h in hellos):
+        return None
+    return [_ENTRY.unpack(h) for h in hellos]
 
 
 def commit_digest(snapshot):
