@@ -51,6 +51,7 @@ class Watcher:
         self._group = None
         self._group_members = ()
         self.latest = 0
+        self._announced = None  # the Rendezvous of generation latest, as the stream announced it
         self.draining = False
         self.drain_reason = ""
         self.lost = None
@@ -95,6 +96,13 @@ class Watcher:
     def newer_than(self, generation):
         with self._cond:
             return self.latest > generation
+
+    def announced(self, after):
+        """The announced Rendezvous of a generation above after, or None:
+        what a rendezvous poll would answer at once, without asking."""
+        with self._cond:
+            r = self._announced
+        return r if r is not None and r.generation > after else None
 
     def interrupted(self, generation):
         """Whether the group of generation should stop forming or training."""
@@ -177,7 +185,7 @@ class Watcher:
         with self._cond:
             if e.type == "generation" and e.generation is not None:
                 if e.generation.generation > self.latest:
-                    self.latest = e.generation.generation
+                    self.latest, self._announced = e.generation.generation, e.generation
                     if self._group is not None and self._group.generation < self.latest:
                         group, why = self._group, "generation %d announced" % self.latest
             elif e.type == "drain":

@@ -308,6 +308,9 @@ class _Trainer:
                 if self.watcher.draining:
                     raise _Drained()
                 raise self.watcher.lost
+            r = self.watcher.announced(after)
+            if r is not None:  # the event stream brought it: no poll needed
+                return r
             wait = 30.0
             if deadline is not None:
                 wait = min(wait, deadline - time.monotonic())
