@@ -22,7 +22,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
-from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
 from ringside import elastic  # noqa: E402
 from ringside import state as state_mod  # noqa: E402
@@ -85,7 +84,7 @@ def main():
         if os.environ.get("TEST_STORE_ERROR"):
             from ringside._store import StoreError
             raise StoreError("the store went away (on purpose)")
-        ddp = DistributedDataParallel(state.model)
+        ddp = state.ddp()  # DDP without its start-up collectives (rich_worker builds it plainly)
         while a.steps == 0 or state.step < a.steps:
             step = state.step + 1
             if step == user_error:
