@@ -30,14 +30,42 @@ from .errors import RingsideError
 log = logging.getLogger("ringside")
 
 
-# A process that used less than this share of one CPU while its training
-# thread stayed in an aborted group is blocked, not computing.
+# A process that was runnable (on a CPU, or waiting for one) less than
+# this share of the time its training thread stayed in an aborted group is
+# blocked, not computing.
 _IDLE_CPU_SHARE = 0.1
 
 
 def _cpu_seconds():
     t = os.times()
     return t.user + t.system
+
+
+def _run_queue_waits():
+    """{thread id: seconds it waited for a CPU while runnable}, from
+    /proc/self/task/*/schedstat (empty where there is none): on a crowded
+    node a computing process gets little CPU, but it waits for it."""
+    waits = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return waits
+    for tid in tids:
+        try:
+            with open("/proc/self/task/%s/schedstat" % tid) as f:
+                waits[tid] = int(f.read().split()[1]) / 1e9
+        except (OSError, ValueError, IndexError):
+            pass
+    return waits
+
+
+def _busy_since(cpu0, waits0):
+    """Seconds this process was runnable since _cpu_seconds() read cpu0 and
+    _run_queue_waits() read waits0: its CPU time, plus the waits for a CPU
+    of the threads alive at both reads."""
+    waits = _run_queue_waits()
+    waited = sum(w - waits0[t] for t, w in waits.items() if t in waits0)
+    return _cpu_seconds() - cpu0 + max(0.0, waited)
 
 
 class FormationAborted(RingsideError):
@@ -134,20 +162,20 @@ class Group:
     def _watch_abort(self):
         """Calls on_stuck when the training thread has not come back from
         the aborted group within stuck_after seconds while the process sat
-        idle (a thread that computes uses the CPU; one blocked in a
-        collective does not): gloo (torch 1.13, and gloo in 2.x) does not
+        idle (a thread that computes uses the CPU, or waits for one on a
+        crowded node; one blocked in a collective does neither): gloo (torch 1.13, and gloo in 2.x) does not
         fail a send that was being written when its connection went down,
         and gives it up only at the collective timeout."""
         if self.stuck_after is None:
             return
         while True:
-            cpu0, deadline = _cpu_seconds(), time.monotonic() + self.stuck_after
+            cpu0, waits0, deadline = _cpu_seconds(), _run_queue_waits(), time.monotonic() + self.stuck_after
             while time.monotonic() < deadline:
                 time.sleep(0.05)
                 with self._lock:
                     if self.destroyed:
                         return
-            if _cpu_seconds() - cpu0 < _IDLE_CPU_SHARE * self.stuck_after:
+            if _busy_since(cpu0, waits0) < _IDLE_CPU_SHARE * self.stuck_after:
                 break
         log.warning("generation %d: a collective is still blocked %.1fs after the abort (gloo missed the failure of "
                     "its connection and would wait for the collective timeout, %.0fs)", self.generation,

@@ -58,6 +58,34 @@ class WatchdogTest(unittest.TestCase):
             t.join()
         self.assertTrue(stuck.wait(3), "on_stuck was not called once the process went idle")
 
+    @unittest.skipUnless(hasattr(os, "sched_setaffinity") and os.path.exists("/proc/self/task"), "Linux only")
+    def test_a_computing_process_starved_of_cpu_is_not_stuck(self):
+        # A crowded node: this process and 15 busy ones share one CPU, so
+        # its computing thread runs well under a tenth of the time.
+        cpu = min(os.sched_getaffinity(0))
+        mine = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {cpu})
+        self.addCleanup(os.sched_setaffinity, 0, mine)
+        hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(15)]
+        for h in hogs:
+            self.addCleanup(h.wait)
+            self.addCleanup(h.kill)
+        g, stuck = group(0.3)
+        done = threading.Event()
+
+        def spin():
+            while not done.is_set():
+                sum(i * i for i in range(10000))
+
+        t = threading.Thread(target=spin)
+        t.start()
+        try:
+            g.abort("test")
+            self.assertFalse(stuck.wait(1.5), "on_stuck was called while the process computed on a crowded CPU")
+        finally:
+            done.set()
+            t.join()
+
     def test_off_when_stuck_after_is_none(self):
         g, stuck = group(None)
         g.abort("test")
