@@ -196,11 +196,20 @@ func (g *guide) helm(args []string) {
 		g.t.Fatalf("%v\n%s", err, describePods(ChartNamespace))
 	}
 	g.t.Log(out)
+	if args[0] == "install" {
+		// "The Grafana dashboard is a ConfigMap labelled
+		// grafana_dashboard: "1"", for Grafana's sidecar to find.
+		ns, _, _ := splitArgs(args)
+		l, err := env.Client.CoreV1().ConfigMaps(ns).List(g.ctx, metav1.ListOptions{LabelSelector: "grafana_dashboard=1"})
+		if err != nil || len(l.Items) == 0 {
+			g.t.Errorf("no ConfigMap labelled grafana_dashboard=1 after the install (%v)", err)
+		}
+	}
 }
 
 // kubectlStep runs a kubectl step, then checks what its comment says.
 func (g *guide) kubectlStep(c charttest.Command, args []string) {
-	ns, verb, rest := kubectlVerb(args)
+	ns, verb, rest := splitArgs(args)
 	switch verb {
 	case "exec":
 		g.exec(ns, rest)
@@ -299,9 +308,9 @@ func column(out, name string) string {
 	return strings.TrimSpace(row[start:min(end, len(row))])
 }
 
-// kubectlVerb splits kubectl's arguments into the namespace (-n), the
-// command and the rest.
-func kubectlVerb(args []string) (ns, verb string, rest []string) {
+// splitArgs splits kubectl's (or helm's) arguments into the namespace
+// (-n), the command and the rest.
+func splitArgs(args []string) (ns, verb string, rest []string) {
 	for i := 0; i < len(args); i++ {
 		switch {
 		case args[i] == "-n" && i+1 < len(args):
@@ -423,9 +432,13 @@ func (g *guide) curl(c charttest.Command, args []string) {
 	if !ok || path == "" {
 		g.t.Fatalf("%s:%d: want curl localhost:PORT/PATH | grep PATTERN", charttest.GuideFile, c.Line)
 	}
-	pattern := regexp.MustCompile(strings.TrimSpace(grep))
+	words, err := charttest.ShellWords(grep)
+	if err != nil || len(words) != 1 {
+		g.t.Fatalf("%s:%d: want | grep PATTERN, one word: %v", charttest.GuideFile, c.Line, err)
+	}
+	pattern := regexp.MustCompile(words[0])
 	var found []string
-	err := Poll(g.ctx, 3*time.Minute, func() (bool, error) {
+	err = Poll(g.ctx, 3*time.Minute, func() (bool, error) {
 		found = nil
 		resp, err := http.Get("http://" + g.forwarded + "/" + path)
 		if err != nil {

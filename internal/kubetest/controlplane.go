@@ -61,7 +61,8 @@ type ControlPlane struct {
 	etcd  *etcdserver.Server
 	procs []*process
 	log   *slog.Logger
-	// apiArgs are the API server's flags, for RestartAPIServer.
+	// apiArgs are the API server's flags and ready its start timeout,
+	// for StartAPIServer.
 	apiArgs []string
 	ready   time.Duration
 }
