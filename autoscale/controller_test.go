@@ -198,7 +198,7 @@ func TestOneReplicaLeadsAndTheStandbyTakesOver(t *testing.T) {
 
 func TestHealthAndReadinessFollowTheLeaseAndTheCaches(t *testing.T) {
 	f := newFixture(t, startEtcd(t))
-	h := f.c.handler(f.reg, nil)
+	h := f.c.handler(f.reg, nil, nil)
 	get := func(path string) (int, string) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/ringside/ringside/autoscale/v1alpha1"
 	"github.com/ringside/ringside/internal/promcheck"
 )
@@ -42,7 +44,8 @@ func TestTheControllersMetricsPassPromtool(t *testing.T) {
 	}
 
 	rec := httptest.NewRecorder()
-	f.c.handler(f.reg, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	apiServer := newProbe(func(context.Context) error { return nil }, time.Second, clock.RealClock{}, f.reg, f.c.log)
+	f.c.handler(f.reg, nil, apiServer).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("GET /metrics = %d: %s", rec.Code, rec.Body)
 	}

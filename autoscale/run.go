@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 )
 
@@ -36,8 +37,18 @@ func Run(ctx context.Context, restCfg *rest.Config, etcd *clientv3.Client, cfg C
 	if err != nil {
 		return err
 	}
+	core, err := restClient(restCfg, corev1.SchemeGroupVersion, "/api")
+	if err != nil {
+		return fmt.Errorf("autoscale: %w", err)
+	}
+	apiServer := newAPIServerProbe(core, reg, c.log)
+	pctx, stopProbe := context.WithCancel(ctx)
+	var probing sync.WaitGroup
+	probing.Go(func() { apiServer.run(pctx) })
+	defer probing.Wait()
+	defer stopProbe()
 	if !cfg.LeaderElection.Enabled {
-		stop, err := serve(cfg.MetricsAddr, c.handler(reg, nil), c.log)
+		stop, err := serve(cfg.MetricsAddr, c.handler(reg, nil, apiServer), c.log)
 		if err != nil {
 			return err
 		}
@@ -53,7 +64,7 @@ func Run(ctx context.Context, restCfg *rest.Config, etcd *clientv3.Client, cfg C
 	// The elector's watchdog fails /healthz when the leader has not
 	// renewed for 20 s past its lease's expiry: it is stuck, and its
 	// liveness probe should say so.
-	stop, err := serve(cfg.MetricsAddr, c.handler(reg, elector), c.log)
+	stop, err := serve(cfg.MetricsAddr, c.handler(reg, elector, apiServer), c.log)
 	if err != nil {
 		return err
 	}
@@ -88,8 +99,9 @@ var _ healthCheck = (*elector)(nil)
 
 // handler serves the metrics of reg and the health checks: /healthz fails
 // when the leader could not renew its lease for long (watchdog; nil: no
-// leader election), /readyz until the controller does its work (Ready).
-func (c *Controller) handler(reg *prometheus.Registry, watchdog healthCheck) http.Handler {
+// leader election), /readyz until the controller does its work (Ready)
+// and while the API server does not answer (apiServer; nil: not probed).
+func (c *Controller) handler(reg *prometheus.Registry, watchdog, apiServer healthCheck) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", telemetry.MetricsHandler(reg))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -101,10 +113,16 @@ func (c *Controller) handler(reg *prometheus.Registry, watchdog healthCheck) htt
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if !c.Ready() {
 			http.Error(w, "the informers' caches have not synced yet", http.StatusServiceUnavailable)
 			return
+		}
+		if apiServer != nil {
+			if err := apiServer.Check(r); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
 		}
 		fmt.Fprintln(w, "ok")
 	})

@@ -413,16 +413,21 @@ func volumes(cfg Config) []corev1.Volume {
 
 // sidecar is the native sidecar container.
 func sidecar(s settings, cfg Config) corev1.Container {
+	// The job and etcd are in the environment, not in flags: `ringside
+	// status` run in the container (kubectl exec) reads the same
+	// variables the sidecar does, and finds the job without a flag.
 	args := []string{"sidecar",
-		"--job=" + s.job,
-		"--namespace=" + s.namespace,
 		"--slots=" + strconv.Itoa(s.slots),
 		"--socket=" + SocketPath,
 		"--gossip-port=" + strconv.Itoa(int(cfg.GossipPort)),
 		"--probe-addr=:" + strconv.Itoa(int(cfg.ProbePort)),
 		"--grace=" + cfg.Grace.String(),
 		"--nccl-conf-file=" + NCCLConfPath,
-		"--etcd-endpoints=" + strings.Join(cfg.EtcdEndpoints, ","),
+	}
+	jobEnv := []corev1.EnvVar{
+		{Name: "RINGSIDE_JOB", Value: s.job},
+		{Name: "RINGSIDE_NAMESPACE", Value: s.namespace},
+		{Name: "RINGSIDE_ETCD_ENDPOINTS", Value: strings.Join(cfg.EtcdEndpoints, ",")},
 	}
 	// A live trainer attaches once it has started (imported torch, loaded
 	// its data), and the others need not wait for it meanwhile. A
@@ -442,7 +447,8 @@ func sidecar(s settings, cfg Config) corev1.Container {
 	}
 	mounts := []corev1.VolumeMount{{Name: RunVolume, MountPath: RunDir}}
 	if cfg.EtcdTLSSecret != "" {
-		args = append(args, "--etcd-ca="+etcdTLSDir+"/ca.crt", "--etcd-cert="+etcdTLSDir+"/tls.crt", "--etcd-key="+etcdTLSDir+"/tls.key")
+		jobEnv = append(jobEnv, corev1.EnvVar{Name: "RINGSIDE_ETCD_CA", Value: etcdTLSDir + "/ca.crt"},
+			corev1.EnvVar{Name: "RINGSIDE_ETCD_CERT", Value: etcdTLSDir + "/tls.crt"}, corev1.EnvVar{Name: "RINGSIDE_ETCD_KEY", Value: etcdTLSDir + "/tls.key"})
 		mounts = append(mounts, corev1.VolumeMount{Name: EtcdTLSVolume, MountPath: etcdTLSDir, ReadOnly: true})
 	}
 	if cfg.GossipKeySecret != "" {
@@ -462,12 +468,12 @@ func sidecar(s settings, cfg Config) corev1.Container {
 			TimeoutSeconds:   1,
 		}
 	}
-	env := []corev1.EnvVar{
+	env := append([]corev1.EnvVar{
 		field("POD_NAME", "metadata.name"),
 		field("POD_NAMESPACE", "metadata.namespace"),
 		field("NODE_NAME", "spec.nodeName"),
 		field("POD_IP", "status.podIP"),
-	}
+	}, jobEnv...)
 	if s.replicas > 0 {
 		env = append(env, corev1.EnvVar{Name: "RINGSIDE_EXPECTED_SIZE", Value: strconv.Itoa(s.replicas * s.slots)})
 	}

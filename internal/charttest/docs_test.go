@@ -15,7 +15,7 @@ import (
 )
 
 // docFile is the user guide whose commands are checked.
-const docFile = "docs/kubernetes.md"
+const docFile = GuideFile
 
 // Every shell command of docs/kubernetes.md is one the repository really
 // supports: each make target exists, each helm install, upgrade and
@@ -35,21 +35,21 @@ func TestEveryCommandInTheKubernetesGuideIsSupported(t *testing.T) {
 	d := &docCheck{t: t, root: root, built: map[string]bool{}, loaded: map[string]bool{}, used: map[string]string{}}
 	d.targets = makeTargets(t, filepath.Join(root, "Makefile"))
 	d.subcommands = subcommands(t, filepath.Join(root, "cmd", "ringside"))
-	cmds := shellCommands(string(raw))
+	cmds := ShellCommands(string(raw))
 	if len(cmds) < 20 {
 		t.Fatalf("found %d commands in %s; the parser no longer finds them", len(cmds), docFile)
 	}
 	for _, c := range cmds {
-		words, err := shellWords(c.text)
+		words, err := ShellWords(c.Text)
 		if err != nil {
-			t.Errorf("%s:%d: %v", docFile, c.line, err)
+			t.Errorf("%s:%d: %v", docFile, c.Line, err)
 			continue
 		}
 		if len(words) == 0 {
 			continue
 		}
 		if err := d.check(words); err != nil {
-			t.Errorf("%s:%d: %s\n\t%v", docFile, c.line, c.text, err)
+			t.Errorf("%s:%d: %s\n\t%v", docFile, c.Line, c.Text, err)
 		}
 	}
 	for img, by := range d.used {
@@ -232,6 +232,9 @@ func (d *docCheck) kubectl(w []string) error {
 			if !ok {
 				continue
 			}
+			if kind == "pod" && args[0] == "port-forward" {
+				return d.podForward(name, args)
+			}
 			o, found := d.find(kinds[kind], name)
 			if !found {
 				return fmt.Errorf("the chart renders no %s %s", kinds[kind], name)
@@ -256,9 +259,59 @@ func (d *docCheck) kubectl(w []string) error {
 			return fmt.Errorf("kubectl exec without -- COMMAND")
 		}
 		return d.check(args[i+1:])
-	case "apply", "get", "describe", "scale", "label", "create", "logs", "patch", "taint":
+	case "get":
+		if len(args) > 2 && args[1] == "lease" {
+			return d.leaderLease(args[2])
+		}
+	case "apply", "describe", "scale", "label", "create", "logs", "patch", "taint":
 	default:
 		return fmt.Errorf("the guide's test does not know kubectl %s", args[0])
+	}
+	return nil
+}
+
+// podForward checks a port-forward to a pod named by a command
+// substitution: the command is one the guide's test knows, and the remote
+// port one that a pod of the chart serves.
+func (d *docCheck) podForward(name string, args []string) error {
+	prefix, inner, ok := Substitution(name)
+	if !ok || prefix != "" {
+		return fmt.Errorf("port-forward to pod %s: name the pod by a command, $(...), as pod names are not the chart's", name)
+	}
+	words, err := ShellWords(inner)
+	if err != nil {
+		return err
+	}
+	if err := d.check(words); err != nil {
+		return fmt.Errorf("in $(%s): %w", inner, err)
+	}
+	for _, a := range args {
+		_, remote, ok := strings.Cut(a, ":")
+		if !ok {
+			continue
+		}
+		served := false
+		for _, tmpl := range PodSpecs(d.rendered) {
+			for _, c := range tmpl.Spec.Containers {
+				served = served || slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return fmt.Sprint(p.ContainerPort) == remote })
+			}
+		}
+		if !served {
+			return fmt.Errorf("no pod of the chart serves port %s", remote)
+		}
+	}
+	return nil
+}
+
+// leaderLease checks name is the controller's leader Lease.
+func (d *docCheck) leaderLease(name string) error {
+	o, ok := d.find("Deployment", "ringside-controller")
+	if !ok {
+		return fmt.Errorf("the chart renders no controller Deployment")
+	}
+	args := o.Typed.(*appsv1.Deployment).Spec.Template.Spec.Containers[0].Args
+	if !slices.Contains(args, "--leader-elect-lease-name="+name) {
+		return fmt.Errorf("the controller's leader Lease is not %s: its args are %v", name, args)
 	}
 	return nil
 }
@@ -327,110 +380,6 @@ func (d *docCheck) docker(w []string) error {
 		d.built[tag] = true
 	}
 	return nil
-}
-
-// command is one shell command of a ```sh block, its continuation lines
-// joined and its comment cut.
-type command struct {
-	text string
-	line int
-}
-
-func shellCommands(doc string) []command {
-	var out []command
-	in := false
-	var cur strings.Builder
-	start := 0
-	for i, l := range strings.Split(doc, "\n") {
-		switch {
-		case strings.HasPrefix(l, "```sh"):
-			in = true
-			continue
-		case strings.HasPrefix(l, "```"):
-			in = false
-			continue
-		case !in:
-			continue
-		}
-		if cur.Len() == 0 {
-			start = i + 1
-		}
-		l = cutComment(l)
-		if s, ok := strings.CutSuffix(strings.TrimRight(l, " "), "\\"); ok {
-			cur.WriteString(s + " ")
-			continue
-		}
-		cur.WriteString(l)
-		if t := strings.TrimSpace(cur.String()); t != "" {
-			out = append(out, command{text: t, line: start})
-		}
-		cur.Reset()
-	}
-	return out
-}
-
-// cutComment cuts a # comment that starts a word outside quotes.
-func cutComment(l string) string {
-	var quote rune
-	for i, r := range l {
-		switch {
-		case quote != 0:
-			if r == quote {
-				quote = 0
-			}
-		case r == '\'' || r == '"':
-			quote = r
-		case r == '#' && (i == 0 || l[i-1] == ' '):
-			return l[:i]
-		}
-	}
-	return l
-}
-
-// shellWords splits a command into words as sh does for the quoting the
-// guide uses (single and double quotes, a backslash outside them); it
-// stops at a pipe.
-func shellWords(s string) ([]string, error) {
-	var words []string
-	var cur strings.Builder
-	var quote rune
-	inWord := false
-	for i := 0; i < len(s); i++ {
-		r := rune(s[i])
-		switch {
-		case quote != 0 && r == quote:
-			quote = 0
-		case quote != 0:
-			cur.WriteRune(r)
-		case r == '\'' || r == '"':
-			quote, inWord = r, true
-		case r == '\\' && i+1 < len(s):
-			i++
-			cur.WriteByte(s[i])
-			inWord = true
-		case r == '|':
-			if inWord {
-				words = append(words, cur.String())
-			}
-			return words, nil
-		case r == ' ' || r == '\t':
-			if inWord {
-				words = append(words, cur.String())
-				cur.Reset()
-				inWord = false
-			}
-		default:
-			cur.WriteRune(r)
-			inWord = true
-		}
-	}
-	if quote != 0 {
-		return nil, fmt.Errorf("unclosed quote in %q", s)
-	}
-	if inWord {
-		words = append(words, cur.String())
-	}
-	return words, nil
 }
 
 var targetPattern = regexp.MustCompile(`(?m)^([a-zA-Z0-9_-]+):`)

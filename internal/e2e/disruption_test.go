@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/ringside/ringside/autoscale/v1alpha1"
 	"github.com/ringside/ringside/coordinator/record"
@@ -147,18 +148,22 @@ func TestANodeTerminationTaintDrainsTheWorkersOnIt(t *testing.T) {
 	// is taken away does until its workers are placed elsewhere.
 	drained := []<-chan struct{}{awaitDraining(ctx, t, ns, job, job+"-0"), awaitDraining(ctx, t, ns, job, job+"-1")}
 	nodes := env.Client.CoreV1().Nodes()
+	// A read, change and write of the Node, again on a conflict: the
+	// node agent writes the Node's status meanwhile, as a kubelet does.
 	taint := func(add bool) error {
 		ctx := context.WithoutCancel(ctx) // also when the test's ends, to untaint
-		n, err := nodes.Get(ctx, "node-b", metav1.GetOptions{})
-		if err != nil {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n, err := nodes.Get(ctx, "node-b", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(tn corev1.Taint) bool { return tn.Key == preempt.TaintKarpenterDisrupted })
+			if add {
+				n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: preempt.TaintKarpenterDisrupted, Effect: corev1.TaintEffectNoSchedule})
+			}
+			_, err = nodes.Update(ctx, n, metav1.UpdateOptions{})
 			return err
-		}
-		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(tn corev1.Taint) bool { return tn.Key == preempt.TaintKarpenterDisrupted })
-		if add {
-			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: preempt.TaintKarpenterDisrupted, Effect: corev1.TaintEffectNoSchedule})
-		}
-		_, err = nodes.Update(ctx, n, metav1.UpdateOptions{})
-		return err
+		})
 	}
 	t.Cleanup(func() {
 		if err := taint(false); err != nil {

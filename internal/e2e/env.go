@@ -69,8 +69,11 @@ func Start(ctx context.Context, dir string) (*Env, error) {
 	}
 	gpus := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
 	e.Cluster, err = cluster.Start(ctx, cluster.Config{
-		Dir:    filepath.Join(dir, "cluster"),
-		Images: map[string]string{RingsideImage: e.Ringside, TrainerImage: e.Trainer, PyTorchImage: "/usr/bin/python3"},
+		Dir: filepath.Join(dir, "cluster"),
+		// "ringside:" runs this checkout's build for every tag: the
+		// chart's default image (its appVersion), as the install guide
+		// builds and loads it, too.
+		Images: map[string]string{RingsideImage: e.Ringside, "ringside:": e.Ringside, TrainerImage: e.Trainer, PyTorchImage: "/usr/bin/python3"},
 		Nodes: []node.NodeSpec{
 			{Name: "node-a", Zone: "zone-a", Region: "region-1", Capacity: gpus},
 			{Name: "node-b", Zone: "zone-b", Region: "region-1", Capacity: gpus},

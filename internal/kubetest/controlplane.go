@@ -57,9 +57,14 @@ type ControlPlane struct {
 	StartTime time.Duration
 
 	dir   string
+	bin   string
 	etcd  *etcdserver.Server
 	procs []*process
 	log   *slog.Logger
+	// apiArgs are the API server's flags and ready its start timeout,
+	// for StartAPIServer.
+	apiArgs []string
+	ready   time.Duration
 }
 
 // process is one running component and its log file.
@@ -95,7 +100,7 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 		return nil, err
 	}
 	start := time.Now()
-	cp := &ControlPlane{HostIP: opts.HostIP, dir: opts.Dir, log: opts.Logger}
+	cp := &ControlPlane{HostIP: opts.HostIP, dir: opts.Dir, bin: bin, log: opts.Logger, ready: opts.ReadyTimeout}
 	if err := cp.start(ctx, bin, opts); err != nil {
 		cp.Stop()
 		return nil, fmt.Errorf("%w\n%s", err, cp.Logs(40))
@@ -143,17 +148,19 @@ func (cp *ControlPlane) start(ctx context.Context, bin string, opts Options) err
 		Host: cp.Host, TLSClientConfig: tlsConfig,
 		QPS: 100, Burst: 200, // the tests' clients are the cluster's busiest
 	}
-	if err := cp.run(bin, "kube-apiserver", cp.apiserverArgs(c, etcd.Endpoints()[0])...); err != nil {
+	cp.apiArgs = cp.apiserverArgs(c, etcd.Endpoints()[0])
+	api, err := cp.run(bin, "kube-apiserver", cp.apiArgs...)
+	if err != nil {
 		return err
 	}
-	if err := cp.waitReady(ctx, opts.ReadyTimeout); err != nil {
+	if err := cp.waitReady(ctx, api, opts.ReadyTimeout); err != nil {
 		return err
 	}
 	kcm, err := c.kubeconfig(managerID, cp.Host)
 	if err != nil {
 		return err
 	}
-	if err := cp.run(bin, "kube-controller-manager",
+	if _, err := cp.run(bin, "kube-controller-manager",
 		"--kubeconfig="+kcm,
 		"--authentication-kubeconfig="+kcm, "--authorization-kubeconfig="+kcm,
 		"--bind-address=127.0.0.1", "--secure-port=0",
@@ -170,13 +177,14 @@ func (cp *ControlPlane) start(ctx context.Context, bin string, opts Options) err
 	if err != nil {
 		return err
 	}
-	return cp.run(bin, "kube-scheduler",
+	_, err = cp.run(bin, "kube-scheduler",
 		"--kubeconfig="+sched,
 		"--authentication-kubeconfig="+sched, "--authorization-kubeconfig="+sched,
 		"--bind-address=127.0.0.1", "--secure-port=0",
 		"--leader-elect=false",
 		"--v=2",
 	)
+	return err
 }
 
 func (cp *ControlPlane) apiserverArgs(c *certs, etcdURL string) []string {
@@ -206,12 +214,12 @@ func (cp *ControlPlane) apiserverArgs(c *certs, etcdURL string) []string {
 	}
 }
 
-// run starts bin/name with args, its output in Dir/name.log.
-func (cp *ControlPlane) run(bin, name string, args ...string) error {
+// run starts bin/name with args, its output appended to Dir/name.log.
+func (cp *ControlPlane) run(bin, name string, args ...string) (*process, error) {
 	logFile := filepath.Join(cp.dir, name+".log")
-	f, err := os.Create(logFile)
+	f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("kubetest %s: %w", name, err)
+		return nil, fmt.Errorf("kubetest %s: %w", name, err)
 	}
 	cmd := exec.Command(filepath.Join(bin, name), args...)
 	cmd.Stdout, cmd.Stderr = f, f
@@ -219,7 +227,7 @@ func (cp *ControlPlane) run(bin, name string, args ...string) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
-		return fmt.Errorf("kubetest %s: %w", name, err)
+		return nil, fmt.Errorf("kubetest %s: %w", name, err)
 	}
 	p := &process{name: name, logFile: logFile, cmd: cmd, exited: make(chan struct{})}
 	go func() {
@@ -228,19 +236,76 @@ func (cp *ControlPlane) run(bin, name string, args ...string) error {
 		close(p.exited)
 	}()
 	cp.procs = append(cp.procs, p)
+	return p, nil
+}
+
+// StopAPIServer stops the kube-apiserver (SIGTERM, SIGKILL after 10 s)
+// and leaves the rest running, for a test of what its clients do while
+// it is away; StartAPIServer brings it back. It is not safe to call
+// concurrently with Stop or StartAPIServer.
+func (cp *ControlPlane) StopAPIServer() error {
+	i := cp.apiServer()
+	if i < 0 {
+		return errors.New("kubetest: no kube-apiserver to stop")
+	}
+	cp.procs[i].stop()
 	return nil
 }
 
-// waitReady polls /readyz until the API server answers ok, it exits or
-// timeout passes.
-func (cp *ControlPlane) waitReady(ctx context.Context, timeout time.Duration) error {
+// StartAPIServer starts the kube-apiserver stopped by StopAPIServer again,
+// with the same flags: the same port, certificates and etcd (nothing of
+// the cluster's state is lost), and waits until it is ready.
+func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
+	i := cp.apiServer()
+	if i < 0 {
+		return errors.New("kubetest: no kube-apiserver to start")
+	}
+	select {
+	case <-cp.procs[i].exited:
+	default:
+		return errors.New("kubetest: the kube-apiserver is running: stop it first")
+	}
+	p, err := cp.run(cp.bin, "kube-apiserver", cp.apiArgs...)
+	if err != nil {
+		return err
+	}
+	// In the place of the old one: Stop stops the components in reverse
+	// order of start, the API server last.
+	cp.procs = cp.procs[:len(cp.procs)-1]
+	cp.procs[i] = p
+	return cp.waitReady(ctx, p, cp.ready)
+}
+
+func (cp *ControlPlane) apiServer() int {
+	for i, p := range cp.procs {
+		if p.name == "kube-apiserver" {
+			return i
+		}
+	}
+	return -1
+}
+
+// stop sends SIGTERM and waits for the process to exit, killing it after
+// 10 s.
+func (p *process) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// waitReady polls /readyz until the API server api answers ok, it exits
+// or timeout passes.
+func (cp *ControlPlane) waitReady(ctx context.Context, api *process, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cs, err := kubernetes.NewForConfig(cp.Config)
 	if err != nil {
 		return fmt.Errorf("kubetest client: %w", err)
 	}
-	api := cp.procs[len(cp.procs)-1]
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var last error
@@ -264,14 +329,7 @@ func (cp *ControlPlane) waitReady(ctx context.Context, timeout time.Duration) er
 // order of start, then etcd. It may be called more than once.
 func (cp *ControlPlane) Stop() {
 	for i := len(cp.procs) - 1; i >= 0; i-- {
-		p := cp.procs[i]
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.exited:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
+		cp.procs[i].stop()
 	}
 	cp.procs = nil
 	if cp.etcd != nil {

@@ -105,3 +105,35 @@ func TestControlPlaneServesTheAPIAndRunsControllers(t *testing.T) {
 		t.Errorf("components exited: %v", ex)
 	}
 }
+
+// The API server stopped and started again serves on the same address
+// what was stored before: the rest of the control plane, and etcd, never
+// stopped.
+func TestTheAPIServerRestartsOnTheSameAddressAndState(t *testing.T) {
+	kubetest.Require(t, cpErr)
+	client, err := kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kept", Namespace: "default"}, Data: map[string]string{"k": "v"}}
+	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().ConfigMaps("default").Get(ctx, "kept", metav1.GetOptions{}); err == nil {
+		t.Fatal("the API server answered while stopped")
+	}
+	if err := cp.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := client.CoreV1().ConfigMaps("default").Get(ctx, "kept", metav1.GetOptions{})
+	if err != nil || got.Data["k"] != "v" {
+		t.Fatalf("after the restart: %v, %v; want the ConfigMap stored before", got, err)
+	}
+	if ex := cp.Exited(); len(ex) > 0 {
+		t.Errorf("components exited: %v", ex)
+	}
+}
