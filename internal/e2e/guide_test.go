@@ -21,12 +21,7 @@ import (
 	"github.com/ringside/ringside/autoscale/crd"
 	"github.com/ringside/ringside/internal/charttest"
 	"github.com/ringside/ringside/internal/kubetest"
-	"github.com/ringside/ringside/internal/testbin"
 )
-
-// kubectlTool is kubectl of the control plane's release, built from
-// internal/tools/kubectl: the guide's kubectl commands run as written.
-var kubectlTool = testbin.Tool{Name: "kubectl", Version: kubetest.Version, Package: "github.com/ringside/ringside/internal/tools/kubectl"}
 
 // guideSection is the part of the guide this test follows.
 const guideSection = "## Install on kind (or any cluster)"
@@ -56,7 +51,13 @@ func TestTheInstallGuideRunsOnTheControlPlane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &guide{t: t, ctx: t.Context(), root: root, kubectl: kubectlTool.Path(t), home: t.TempDir(), files: map[string]string{}}
+	// kubectl of the control plane's release, built with it: the guide's
+	// kubectl commands run as written.
+	kubectl, err := kubetest.Kubectl(t.Context(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &guide{t: t, ctx: t.Context(), root: root, kubectl: kubectl, home: t.TempDir(), files: map[string]string{}}
 	g.watch = &jobWatch{t: t, ns: "ml", job: "pytorch-live"}
 	g.substitute("examples/k8s/pytorch-live.yaml",
 		// The image's copy of the script is the checkout's.

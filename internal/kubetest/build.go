@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -29,6 +30,10 @@ const ldflags = "-s -w -X k8s.io/component-base/version.gitVersion=" + Version +
 
 // Components are the control-plane commands built from the tools module.
 var Components = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+
+// kubectl is built with them, in the same go build: it shares nearly every
+// package with them, so it costs little more than its link.
+const kubectl = "kubectl"
 
 // ErrUnavailable marks what a machine lacks to run the control plane (a Go
 // toolchain to build it, root for the pod network): tests skip on it
@@ -83,10 +88,10 @@ func build(ctx context.Context, goBin, tools, dir string, progress io.Writer) er
 		return fmt.Errorf("kubetest build: %w", err)
 	}
 	args := []string{"build", "-trimpath", "-ldflags=" + ldflags, "-o", tmp + "/"}
-	for _, c := range Components {
+	for _, c := range append(Components, kubectl) {
 		args = append(args, "k8s.io/kubernetes/cmd/"+c)
 	}
-	fmt.Fprintf(progress, "kubetest: building kube-apiserver, kube-controller-manager and kube-scheduler %s into %s (a cold build takes 10 minutes or more on 2 cores; later runs reuse it)\n", Version, dir)
+	fmt.Fprintf(progress, "kubetest: building kube-apiserver, kube-controller-manager, kube-scheduler and kubectl %s into %s (a cold build takes 10 minutes or more on 2 cores; later runs reuse it)\n", Version, dir)
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, goBin, args...)
 	cmd.Dir = tools
@@ -113,8 +118,18 @@ func tick(w io.Writer, start time.Time) (stop func()) {
 	})
 }
 
+// Kubectl returns the path of kubectl of the control plane's release,
+// built with it (see Binaries).
+func Kubectl(ctx context.Context, progress io.Writer) (string, error) {
+	dir, err := Binaries(ctx, progress)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, kubectl), nil
+}
+
 func complete(dir string) bool {
-	for _, c := range Components {
+	for _, c := range append(Components, kubectl) {
 		if fi, err := os.Stat(filepath.Join(dir, c)); err != nil || fi.Mode()&0o111 == 0 {
 			return false
 		}
@@ -136,11 +151,12 @@ func toolsDir() (string, error) {
 	return dir, nil
 }
 
-// toolsKey is the first 12 hex digits of the SHA-256 of go.mod, go.sum
-// and the link flags: what decides the binaries.
+// toolsKey is the first 12 hex digits of the SHA-256 of go.mod, go.sum,
+// the link flags and the commands built: what decides the binaries.
 func toolsKey(tools string) (string, error) {
 	h := sha256.New()
 	h.Write([]byte(ldflags))
+	h.Write([]byte(strings.Join(append(Components, kubectl), " ")))
 	for _, f := range []string{"go.mod", "go.sum"} {
 		b, err := os.ReadFile(filepath.Join(tools, f))
 		if err != nil {
