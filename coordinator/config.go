@@ -111,6 +111,9 @@ type testHooks struct {
 	beforeCommit func(*record.Generation)
 	afterCommit  func(g *record.Generation, committed bool, err error)
 	beforeRefute func() // a member slow to refute
+	// refuteWait: a voter whose vote completed a quorum against suspect
+	// begins to wait out the refute window.
+	refuteWait func(suspect string)
 	// startWaits: the leader holds back next, the first generation, for
 	// the start window, which ends at end (zero: it has not opened).
 	startWaits func(next *record.Generation, end time.Time)

@@ -119,7 +119,11 @@ func (m *Member) suspect(ctx context.Context, id string, gone bool) (Verdict, er
 			continue
 		}
 		if v.Lease == lease && voter != id {
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision))
+			// The vote must still stand, not have been refuted (deleted)
+			// and cast again: its creation is compared, not its last
+			// write, since a voter repeats its vote while the suspicion
+			// lasts, and a repeat must not restart the refute window.
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision))
 			gone = gone || v.Gone
 		}
 	}
@@ -169,6 +173,9 @@ func (m *Member) suspect(ctx context.Context, id string, gone bool) (Verdict, er
 // end of each wait until no more is due.
 func (m *Member) awaitRefutation(ctx context.Context, id string) error {
 	cfg := m.job.cfg
+	if cfg.hooks != nil && cfg.hooks.refuteWait != nil {
+		cfg.hooks.refuteWait(id)
+	}
 	if err := sleep(ctx, cfg.RefuteWindow); err != nil {
 		return err
 	}
