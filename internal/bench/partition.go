@@ -375,32 +375,25 @@ func (p *partitionRun) apply(ctx context.Context, name string, cut, ids []string
 			rest = append(rest, p.nt.Addr(index(id)))
 		}
 	}
+	rules := netsplit.Rules{}
 	for _, id := range cut {
 		i := index(id)
 		switch name {
 		case CaseSplit, CaseAlone:
 			// Both ways, from the other side and from etcd.
-			if err := p.nt.Deaf(ctx, i, append(rest, etcd)...); err != nil {
-				return err
-			}
-			if err := p.nt.Mute(ctx, i, append(rest, etcd)...); err != nil {
-				return err
-			}
+			rules.Deaf(i, append(rest, etcd)...)
+			rules.Mute(i, append(rest, etcd)...)
 		case CaseOneWay:
 			// Its packets reach nobody, etcd included; it hears them all.
-			if err := p.nt.Mute(ctx, i, append(rest, etcd)...); err != nil {
-				return err
-			}
+			rules.Mute(i, append(rest, etcd)...)
 		}
 	}
 	if name == CaseLoss {
 		for _, id := range ids {
-			if err := p.nt.Lose(ctx, index(id), p.cfg.Loss); err != nil {
-				return err
-			}
+			rules.Lose(index(id), p.cfg.Loss)
 		}
 	}
-	return nil
+	return p.nt.Apply(ctx, rules)
 }
 
 // sideTrains reports whether every member not cut off completed a step

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 )
 
 // Net is a bridge and one namespace per member, on the subnet
@@ -33,12 +34,12 @@ type Net struct {
 }
 
 // Available reports why namespaces cannot be made here, nil when they can:
-// it takes root and the ip and iptables commands.
+// it takes root and the ip and iptables-restore commands.
 func Available() error {
 	if os.Geteuid() != 0 {
 		return errors.New("network namespaces and iptables rules need root: run it as root (sudo)")
 	}
-	for _, cmd := range []string{"ip", "iptables"} {
+	for _, cmd := range []string{"ip", "iptables-restore"} {
 		if _, err := exec.LookPath(cmd); err != nil {
 			return fmt.Errorf("%s not found in PATH: install iproute2 and iptables", cmd)
 		}
@@ -147,48 +148,73 @@ func (nt *Net) BridgeAddr() string { return fmt.Sprintf("10.233.%d.1", nt.subnet
 // Exec is the command prefix that runs a command in member i's namespace.
 func (nt *Net) Exec(i int) []string { return []string{"ip", "netns", "exec", nt.Namespace(i)} }
 
-// Deaf makes member i drop every packet from the addresses from: it
-// no longer hears them (a one-way cut; cut both ways for a partition).
-func (nt *Net) Deaf(ctx context.Context, i int, from ...string) error {
+// Rules are iptables rules of the filter table, by member: what a cut
+// adds to each member's namespace.
+type Rules map[int][]string
+
+// Deaf makes member i drop every packet from the addresses from: it no
+// longer hears them (a one-way cut; with Mute, a partition).
+func (r Rules) Deaf(i int, from ...string) {
 	for _, a := range from {
-		if err := nt.iptables(ctx, i, "-A", "INPUT", "-s", a, "-j", "DROP"); err != nil {
-			return err
-		}
+		r[i] = append(r[i], "-A INPUT -s "+a+" -j DROP")
 	}
-	return nil
 }
 
 // Mute makes member i drop every packet it sends to the addresses to.
-func (nt *Net) Mute(ctx context.Context, i int, to ...string) error {
+func (r Rules) Mute(i int, to ...string) {
 	for _, a := range to {
-		if err := nt.iptables(ctx, i, "-A", "OUTPUT", "-d", a, "-j", "DROP"); err != nil {
-			return err
-		}
+		r[i] = append(r[i], "-A OUTPUT -d "+a+" -j DROP")
 	}
-	return nil
 }
 
 // Lose makes member i drop each packet it receives with probability p
 // (iptables' statistic match, no delay: see the package comment).
-func (nt *Net) Lose(ctx context.Context, i int, p float64) error {
-	if p <= 0 || p >= 1 {
-		return fmt.Errorf("netsplit: loss %g is not in (0, 1)", p)
-	}
-	return nt.iptables(ctx, i, "-A", "INPUT", "-i", "eth0", "-m", "statistic", "--mode", "random",
-		"--probability", fmt.Sprintf("%.4f", p), "-j", "DROP")
+func (r Rules) Lose(i int, p float64) {
+	r[i] = append(r[i], fmt.Sprintf("-A INPUT -i eth0 -m statistic --mode random --probability %.4f -j DROP", p))
 }
 
-// Heal removes every rule from every member's namespace.
+// Apply adds rules to the members' namespaces, every member's at once (one
+// iptables-restore each, all started together), so that a cut of several
+// members takes effect within a few milliseconds, not one rule after
+// another.
+func (nt *Net) Apply(ctx context.Context, rules Rules) error {
+	return nt.each(ctx, func(i int) error {
+		if len(rules[i]) == 0 {
+			return nil
+		}
+		return nt.restore(ctx, i, "--noflush", "*filter\n"+strings.Join(rules[i], "\n")+"\nCOMMIT\n")
+	})
+}
+
+// Heal removes every rule from every member's namespace, all at once.
 func (nt *Net) Heal(ctx context.Context) error {
-	var errs []error
+	return nt.each(ctx, func(i int) error { return nt.restore(ctx, i, "", "*filter\nCOMMIT\n") })
+}
+
+// each runs f for every member concurrently.
+func (nt *Net) each(ctx context.Context, f func(i int) error) error {
+	errs := make([]error, nt.n)
+	var wg sync.WaitGroup
 	for i := range nt.n {
-		errs = append(errs, nt.iptables(ctx, i, "-F"))
+		wg.Go(func() { errs[i] = f(i) })
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
-func (nt *Net) iptables(ctx context.Context, i int, args ...string) error {
-	return run(ctx, append([]string{"ip", "netns", "exec", nt.Namespace(i), "iptables", "-w"}, args...)...)
+// restore loads table (iptables-restore's format) into member i's
+// namespace; without --noflush it replaces the table's rules.
+func (nt *Net) restore(ctx context.Context, i int, flag, table string) error {
+	args := []string{"ip", "netns", "exec", nt.Namespace(i), "iptables-restore", "-w"}
+	if flag != "" {
+		args = append(args, flag)
+	}
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Stdin = strings.NewReader(table)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("netsplit: %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 func run(ctx context.Context, args ...string) error {
