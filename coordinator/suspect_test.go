@@ -308,10 +308,14 @@ func TestSilentVotesAgainstSeveralMembersWaitTheCorrelatedWindow(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		othersVoted bool
+		// unreachable: whose vote against c found its node unreachable.
+		unreachable map[string]bool
 		wantEvicted bool
 	}{
-		{"alone", false, true},
-		{"with another suspect", true, false},
+		{"alone", false, nil, true},
+		{"with another suspect", true, nil, false},
+		{"with another suspect, every voter finding its node unreachable (a partition)", true, map[string]bool{"a": true, "b": true}, true},
+		{"with another suspect, one voter finding its node unreachable", true, map[string]bool{"b": true}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j, client := testJob(t, func(c *Config) {
@@ -330,10 +334,20 @@ func TestSilentVotesAgainstSeveralMembersWaitTheCorrelatedWindow(t *testing.T) {
 					t.Fatalf("a's vote against d: %s, want voted", v)
 				}
 			}
-			if v := suspect(t, a, "c"); v != Voted {
+			cast := func(voter *Member) Verdict {
+				if !tc.unreachable[voter.ID()] {
+					return suspect(t, voter, "c")
+				}
+				v, err := voter.SuspectUnreachable(context.Background(), "c")
+				if err != nil {
+					t.Fatalf("%s suspects c: %v", voter.ID(), err)
+				}
+				return v
+			}
+			if v := cast(a); v != Voted {
 				t.Fatalf("the first vote against c: %s, want voted", v)
 			}
-			v := suspect(t, b, "c")
+			v := cast(b)
 			now, _ := leaseOf(t, client, j, "c")
 			if evicted := v == Evicted; evicted != tc.wantEvicted || (now != lease) == !evicted {
 				t.Fatalf("the second vote against c: %s, c's lease %x -> %x; want evicted %v", v, lease, now, tc.wantEvicted)

@@ -182,6 +182,10 @@ func (v *fakeVotes) SuspectGone(_ context.Context, id string) (coordinator.Verdi
 	return v.cast("suspect-gone", id)
 }
 
+func (v *fakeVotes) SuspectUnreachable(_ context.Context, id string) (coordinator.Verdict, error) {
+	return v.cast("suspect-unreachable", id)
+}
+
 func (v *fakeVotes) Withdraw(_ context.Context, id string) error {
 	v.trace.add("withdraw %s", id)
 	return nil
@@ -477,6 +481,7 @@ func TestDetectorCheckActsOnWhatThePeerAnswers(t *testing.T) {
 	}{
 		{"a peer whose port refuses is voted against as gone", gossip.Gone, false, []string{"check w1", "suspect-gone w1"}},
 		{"a silent peer is voted against", gossip.Silent, false, []string{"check w1", "suspect w1"}},
+		{"a peer whose node does not answer is voted against as unreachable", gossip.Unreachable, false, []string{"check w1", "suspect-unreachable w1"}},
 		{"a peer that answers while gossip holds it dead is rejoined", gossip.Answered, true, []string{"check w1", "rejoin w1"}},
 		{"a peer that answers is left alone", gossip.Answered, false, []string{"check w1"}},
 	}
@@ -565,6 +570,12 @@ func TestDetectorVoteRetriesWhileEtcdFails(t *testing.T) {
 			name:     "a vote that fails is dropped when the suspect answers meanwhile",
 			verdicts: verdicts(nil), status: gossip.Answered,
 			want:       []string{"suspect w1", "check w1"},
+			wantErrors: 1,
+		},
+		{
+			name:     "a vote that fails is cast as unreachable once the suspect's node does not answer",
+			verdicts: verdicts(nil, coordinator.Voted), status: gossip.Unreachable,
+			want:       []string{"suspect w1", "check w1", "suspect-unreachable w1"},
 			wantErrors: 1,
 		},
 		{
