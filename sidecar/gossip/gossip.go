@@ -286,14 +286,17 @@ func (g *Gossip) CheckTimeout() time.Duration {
 
 // Check pings member name, at the address it was last seen alive, and
 // meanwhile dials its gossip port: it returns Gone as soon as the dial is
-// refused, else whether a ping was answered within CheckTimeout (one ping
-// per ProbeTimeout, memberlist's own ping timeout). It is a second
+// refused, Unreachable as soon as a ping went unanswered and the dial got
+// no handshake either, else whether a ping was answered within
+// CheckTimeout (one ping per ProbeTimeout, memberlist's own ping timeout). It is a second
 // opinion on another member's suspicion, independent of the probe
 // schedule; a member never seen yet is an error.
 func (g *Gossip) Check(ctx context.Context, name string) (Status, error) {
 	pings := 1 + g.ml.GetHealthScore()
 	for range pings - 1 {
-		if st, err := g.check(ctx, name); err != nil || (st != Silent && st != Unreachable) {
+		// Unreachable ends it too: the handshake's time-out came on
+		// time, so this member kept time; no second ping is needed.
+		if st, err := g.check(ctx, name); err != nil || st != Silent {
 			return st, err
 		}
 	}
