@@ -45,7 +45,9 @@ const JitterNote = "not emulated: the kernel has no sch_netem qdisc (tc netem); 
 // PartitionConfig sizes the partition benchmark.
 type PartitionConfig struct {
 	TrainerSpec
-	Members int
+	// Ringside runs the sidecars (empty: this executable).
+	Ringside string
+	Members  int
 	// Cases are run one after another on one job.
 	Cases []string
 	// Cut is how long the split, alone and oneway cases last.
@@ -211,7 +213,7 @@ func Partition(ctx context.Context, cfg PartitionConfig, progress io.Writer) (Pa
 	spec := cfg.TrainerSpec
 	spec.LogDir = dir
 	job, track, _, stop, err := spec.startTraining(ctx, "partition", cfg.Members, cfg.Settle, progress, func(c *localjob.Config) {
-		c.Endpoints = srv.Endpoints()
+		c.Ringside, c.Endpoints = cfg.Ringside, srv.Endpoints()
 		c.Place = func(n int) (string, []string) { return nt.Addr(n), nt.Exec(n) }
 	})
 	if err != nil {
