@@ -378,14 +378,7 @@ func TestDetectorSweepsAfterADeathOnlyNextToTheDead(t *testing.T) {
 			td.SetGeneration(ctx, tt.prev)
 			td.SetGeneration(ctx, tt.next)
 			stop()
-			var checked []string
-			for _, l := range td.trace.take() {
-				if id, ok := strings.CutPrefix(l, "check "); ok {
-					checked = append(checked, id)
-				}
-			}
-			slices.Sort(checked)
-			if !slices.Equal(checked, tt.want) {
+			if checked := td.checked(); !slices.Equal(checked, tt.want) {
 				t.Errorf("checked %v after a death, want %v", checked, tt.want)
 			}
 		})
@@ -394,23 +387,29 @@ func TestDetectorSweepsAfterADeathOnlyNextToTheDead(t *testing.T) {
 
 // The member whose vote evicted a peer checks the peers on either side of
 // it at once, itself excepted: they may have been cut off with it.
-func TestDetectorSweepsTheDeadMembersSuccessorsOnItsOwnEviction(t *testing.T) {
+func TestDetectorSweepsTheDeadMembersNeighboursOnItsOwnEviction(t *testing.T) {
 	td := newTestDetector(t)
 	stop := td.start(t)
 	td.SetGeneration(context.Background(), ring(1, []int{0, 1, 2, 3, 4, 5, 6, 7}))
 	td.trace.take()
 	td.announceDead("w6")
 	stop()
-	var checked []string
-	for _, l := range td.trace.take() {
-		if id, ok := strings.CutPrefix(l, "check "); ok {
-			checked = append(checked, id)
-		}
-	}
-	slices.Sort(checked)
-	if want := []string{"w1", "w3", "w4", "w5", "w7"}; !slices.Equal(checked, want) {
+	if checked, want := td.checked(), []string{"w1", "w3", "w4", "w5", "w7"}; !slices.Equal(checked, want) {
 		t.Errorf("checked %v after evicting w6, want %v (the three after w6 and the three before, less this member, w0)", checked, want)
 	}
+}
+
+// checked returns, sorted, the members the trace shows checked, and
+// empties the trace.
+func (td *testDetector) checked() []string {
+	var ids []string
+	for _, l := range td.trace.take() {
+		if id, ok := strings.CutPrefix(l, "check "); ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 func TestDetectorVotesOnlyOnAChecksTimelySilence(t *testing.T) {
