@@ -42,7 +42,11 @@ type Config struct {
 	// and evicting them all would cost the job more than waiting. Votes
 	// that found a process gone do not count. It grows by one more
 	// window for every CorrelatedStep more members silent together, up
-	// to the TTL (see CorrelatedWait).
+	// to the TTL (see CorrelatedWait). It does not apply when every vote
+	// found the member's node unreachable (SuspectUnreachable: no TCP
+	// handshake, which a stalled process's kernel still completes): a lost
+	// node or a partition, which the side that keeps etcd should not wait
+	// out.
 	CorrelatedRefuteWindow time.Duration
 	// ExpiryGrace is how long the leader keeps in the ring a member of the
 	// generation whose key vanished without an eviction or a leave: its
@@ -111,6 +115,9 @@ type testHooks struct {
 	beforeCommit func(*record.Generation)
 	afterCommit  func(g *record.Generation, committed bool, err error)
 	beforeRefute func() // a member slow to refute
+	// refuteWait: a voter whose vote completed a quorum against suspect
+	// begins to wait out the refute window.
+	refuteWait func(suspect string)
 	// startWaits: the leader holds back next, the first generation, for
 	// the start window, which ends at end (zero: it has not opened).
 	startWaits func(next *record.Generation, end time.Time)

@@ -21,7 +21,8 @@ import (
 // on the voter's lease. The registration is evicted once votes of
 // Quorum distinct live members name it and still stand Config.RefuteWindow
 // later (Config.CorrelatedRefuteWindow while other members are silent
-// too, the mark of a stall they share): a live target deletes every vote against its own registration as
+// too, the mark of a stall they share, unless every vote found the
+// target's node unreachable, which no stall explains): a live target deletes every vote against its own registration as
 // soon as it sees one (refute), so a member that still reaches etcd is
 // never evicted by members that cannot reach it over gossip. The
 // eviction revokes exactly the lease the voters saw, in a Txn that checks
@@ -68,7 +69,16 @@ func (v Verdict) String() string {
 // overwrites the vote) while the suspicion lasts and etcd fails; Withdraw
 // the vote when id answers again.
 func (m *Member) Suspect(ctx context.Context, id string) (Verdict, error) {
-	return m.suspect(ctx, id, false)
+	return m.suspect(ctx, id, record.Vote{})
+}
+
+// SuspectUnreachable is Suspect for a member whose node did not even
+// complete a TCP handshake (a lost node, a partition): a quorum of such
+// votes waits RefuteWindow alone, not the correlated window, which is
+// there for a stall many members share, and a stalled process's kernel
+// still completes handshakes.
+func (m *Member) SuspectUnreachable(ctx context.Context, id string) (Verdict, error) {
+	return m.suspect(ctx, id, record.Vote{Unreachable: true})
 }
 
 // SuspectGone is Suspect for a member whose process is gone for certain
@@ -76,10 +86,11 @@ func (m *Member) Suspect(ctx context.Context, id string) (Verdict, error) {
 // evicted without the refute window, since nothing is left to refute. It
 // still takes a second voter.
 func (m *Member) SuspectGone(ctx context.Context, id string) (Verdict, error) {
-	return m.suspect(ctx, id, true)
+	return m.suspect(ctx, id, record.Vote{Gone: true})
 }
 
-func (m *Member) suspect(ctx context.Context, id string, gone bool) (Verdict, error) {
+// suspect casts vote (its evidence; the lease is filled in here).
+func (m *Member) suspect(ctx context.Context, id string, vote record.Vote) (Verdict, error) {
 	if id == m.id {
 		return Gone, errors.New("suspect: a member does not vote against itself")
 	}
@@ -93,7 +104,8 @@ func (m *Member) suspect(ctx context.Context, id string, gone bool) (Verdict, er
 		return Gone, nil
 	}
 	lease := resp.Kvs[0].Lease
-	b, err := json.Marshal(record.Vote{Lease: lease, Gone: gone})
+	vote.Lease = lease
+	b, err := json.Marshal(vote)
 	if err != nil {
 		return Voted, fmt.Errorf("suspect %s: %w", id, err)
 	}
@@ -112,6 +124,7 @@ func (m *Member) suspect(ctx context.Context, id string, gone bool) (Verdict, er
 	}
 	// The votes that name the registration we saw, one per voter.
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(targetKey), "=", lease)}
+	gone, unreachable := vote.Gone, true
 	for _, kv := range votes {
 		_, voter, v, err := record.DecodeVote(strings.TrimPrefix(string(kv.Key), prefix), kv.Value)
 		if err != nil {
@@ -119,8 +132,13 @@ func (m *Member) suspect(ctx context.Context, id string, gone bool) (Verdict, er
 			continue
 		}
 		if v.Lease == lease && voter != id {
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision))
+			// The vote must still stand, not have been refuted (deleted)
+			// and cast again: its creation is compared, not its last
+			// write, since a voter repeats its vote while the suspicion
+			// lasts, and a repeat must not restart the refute window.
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision))
 			gone = gone || v.Gone
+			unreachable = unreachable && (v.Unreachable || v.Gone)
 		}
 	}
 	if len(cmps)-1 < Quorum {
@@ -129,9 +147,10 @@ func (m *Member) suspect(ctx context.Context, id string, gone bool) (Verdict, er
 	// The quorum stands: the suspect still gets RefuteWindow to delete the
 	// votes (a live member does within its etcd round trip), so two
 	// observers that voted at the same moment cannot outrun its answer;
-	// unless a voter found its process gone.
+	// unless a voter found its process gone; the correlated window only
+	// if a voter's check did not find its node unreachable.
 	if !gone {
-		if err := m.awaitRefutation(ctx, id); err != nil {
+		if err := m.awaitRefutation(ctx, id, !unreachable); err != nil {
 			return Voted, err
 		}
 	}
@@ -164,16 +183,19 @@ func (m *Member) suspect(ctx context.Context, id string, gone bool) (Verdict, er
 }
 
 // awaitRefutation gives a silent suspect, id, the time to refute the
-// votes against it: RefuteWindow, stretched to CorrelatedWait of the
-// number of other members that silent votes stand against, read at the
-// end of each wait until no more is due.
-func (m *Member) awaitRefutation(ctx context.Context, id string) error {
+// votes against it: RefuteWindow, stretched, if correlated, to
+// CorrelatedWait of the number of other members that silent votes stand
+// against, read at the end of each wait until no more is due.
+func (m *Member) awaitRefutation(ctx context.Context, id string, correlated bool) error {
 	cfg := m.job.cfg
+	if cfg.hooks != nil && cfg.hooks.refuteWait != nil {
+		cfg.hooks.refuteWait(id)
+	}
 	if err := sleep(ctx, cfg.RefuteWindow); err != nil {
 		return err
 	}
 	waited := cfg.RefuteWindow
-	for {
+	for correlated {
 		others, err := m.othersSilent(ctx, id)
 		if err != nil {
 			return fmt.Errorf("suspect %s: read other votes: %w", id, err)
@@ -188,6 +210,7 @@ func (m *Member) awaitRefutation(ctx context.Context, id string) error {
 		}
 		waited += more
 	}
+	return nil
 }
 
 // CorrelatedWait is how long, in all, the votes against a silent member

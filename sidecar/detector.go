@@ -90,6 +90,7 @@ type gossipView interface {
 type voteStore interface {
 	Suspect(ctx context.Context, id string) (coordinator.Verdict, error)
 	SuspectGone(ctx context.Context, id string) (coordinator.Verdict, error)
+	SuspectUnreachable(ctx context.Context, id string) (coordinator.Verdict, error)
 	Withdraw(ctx context.Context, id string) error
 }
 
@@ -284,12 +285,14 @@ func (d *detector) MemberJoined(name string, _ net.IP) { d.withdraw(name) }
 // suspect starts this sidecar's vote against name unless one stands. The
 // vote is retried while etcd fails, so a death during an etcd outage is
 // acted on when etcd returns.
-func (d *detector) suspect(name, why string) { d.startVote(name, why, false) }
+func (d *detector) suspect(name, why string) { d.startVote(name, why, gossip.Silent) }
 
 // suspectGone votes against name, whose process is gone for certain.
-func (d *detector) suspectGone(name, why string) { d.startVote(name, why, true) }
+func (d *detector) suspectGone(name, why string) { d.startVote(name, why, gossip.Gone) }
 
-func (d *detector) startVote(name, why string, gone bool) {
+// startVote votes against name with the evidence a check found (Silent,
+// Unreachable or Gone).
+func (d *detector) startVote(name, why string, found gossip.Status) {
 	if name == d.self || !d.started.Load() {
 		return
 	}
@@ -306,7 +309,7 @@ func (d *detector) startVote(name, why string, gone bool) {
 	// find it cast or being cast, never wait for a goroutine not started.
 	d.wg.Go(func() {
 		defer close(s.done)
-		verdict := d.vote(ctx, name, gone)
+		verdict := d.vote(ctx, name, found)
 		if verdict == coordinator.Evicted {
 			d.announceDead(name)
 		}
@@ -340,14 +343,21 @@ func (d *detector) casting(name string) bool {
 // vote casts the vote, retrying with backoff until it is stored or ctx
 // ends. A suspect whose gossip port refuses a connection is gone for
 // certain, and so voted against as such: its eviction need not wait out
-// the refute window.
-func (d *detector) vote(ctx context.Context, name string, gone bool) coordinator.Verdict {
-	gone = gone || d.Probes.Gone(ctx, name)
+// the refute window. One whose node did not complete a handshake is
+// voted against as unreachable: its eviction need not wait out the
+// correlated window.
+func (d *detector) vote(ctx context.Context, name string, found gossip.Status) coordinator.Verdict {
+	if found != gossip.Gone && d.Probes.Gone(ctx, name) {
+		found = gossip.Gone
+	}
 	bo := newRetryBackoff()
 	for {
 		cast := d.Votes.Suspect
-		if gone {
+		switch found {
+		case gossip.Gone:
 			cast = d.Votes.SuspectGone
+		case gossip.Unreachable:
+			cast = d.Votes.SuspectUnreachable
 		}
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		v, err := cast(actx, name)
@@ -373,7 +383,9 @@ func (d *detector) vote(ctx context.Context, name string, gone bool) coordinator
 			d.log.Info("suspect answers again; vote dropped before it was stored", "suspect", name)
 			return coordinator.Gone
 		}
-		gone = gone || st == gossip.Gone
+		if err == nil && found != gossip.Gone {
+			found = st // Silent, Unreachable or Gone: the newest evidence
+		}
 	}
 }
 
@@ -433,6 +445,8 @@ func (d *detector) check(name, why string) {
 			d.suspectGone(name, why+"; its port refused a connection")
 		case st == gossip.Silent:
 			d.suspect(name, why+"; it did not answer a check either")
+		case st == gossip.Unreachable:
+			d.startVote(name, why+"; its node did not answer a check either", gossip.Unreachable)
 		case !d.View.Alive(name):
 			// Declared dead while it lives (a partition that healed):
 			// back into our gossip, or its real death goes unprobed.
@@ -467,7 +481,7 @@ func (d *detector) checkOnTime(name string) (gossip.Status, error) {
 		start := d.clock.Now()
 		st, err := d.Probes.Check(d.ctx, name)
 		took := d.clock.Now().Sub(start)
-		if err != nil || st != gossip.Silent || took <= limit {
+		if err != nil || (st != gossip.Silent && st != gossip.Unreachable) || took <= limit {
 			return st, err
 		}
 		d.metrics.stalledChecks.Inc()
@@ -613,6 +627,19 @@ func (d *detector) sweep(prev, g *record.Generation, dead []string) {
 	}
 }
 
+// neighbours returns the checkersPerVote members after id in g's ring
+// and the checkersPerVote before it, each once.
+func neighbours(g *record.Generation, id string) []string {
+	out := successors(g, id)
+	i := slices.IndexFunc(g.Members, func(m record.RankedMember) bool { return m.ID == id })
+	for k := 1; i >= 0 && k <= checkersPerVote && k < len(g.Members); k++ {
+		if p := g.Members[(i-k+len(g.Members))%len(g.Members)].ID; !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // successors returns the checkersPerVote members after id in g's ring.
 func successors(g *record.Generation, id string) []string {
 	i := slices.IndexFunc(g.Members, func(m record.RankedMember) bool { return m.ID == id })
@@ -641,7 +668,21 @@ func (d *detector) announceDead(name string) {
 		}
 	}
 	d.publishDead(name)
-	d.sweep(g, g, []string{name})
+	// The dead member's neighbours on both sides, not this member's: a
+	// peer cut off or lost with it is most likely next to it in the ring
+	// (which follows the topology), on either side; its predecessors
+	// sweep only once the generation without it is committed, which a
+	// partition that took the leader delays until every candidate on the
+	// far side is evicted (bench partition's split: the last member cut
+	// off was voted against 0.4 s after the first was evicted, when a
+	// probe happened to reach it).
+	if g != nil {
+		for _, id := range neighbours(g, name) {
+			if id != d.self {
+				d.check(id, "a sweep after a death this member confirmed")
+			}
+		}
+	}
 }
 
 // resetSockets destroys the trainer's connections to a dead peer, so a

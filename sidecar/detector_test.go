@@ -182,6 +182,10 @@ func (v *fakeVotes) SuspectGone(_ context.Context, id string) (coordinator.Verdi
 	return v.cast("suspect-gone", id)
 }
 
+func (v *fakeVotes) SuspectUnreachable(_ context.Context, id string) (coordinator.Verdict, error) {
+	return v.cast("suspect-unreachable", id)
+}
+
 func (v *fakeVotes) Withdraw(_ context.Context, id string) error {
 	v.trace.add("withdraw %s", id)
 	return nil
@@ -374,18 +378,38 @@ func TestDetectorSweepsAfterADeathOnlyNextToTheDead(t *testing.T) {
 			td.SetGeneration(ctx, tt.prev)
 			td.SetGeneration(ctx, tt.next)
 			stop()
-			var checked []string
-			for _, l := range td.trace.take() {
-				if id, ok := strings.CutPrefix(l, "check "); ok {
-					checked = append(checked, id)
-				}
-			}
-			slices.Sort(checked)
-			if !slices.Equal(checked, tt.want) {
+			if checked := td.checked(); !slices.Equal(checked, tt.want) {
 				t.Errorf("checked %v after a death, want %v", checked, tt.want)
 			}
 		})
 	}
+}
+
+// The member whose vote evicted a peer checks the peers on either side of
+// it at once, itself excepted: they may have been cut off with it.
+func TestDetectorSweepsTheDeadMembersNeighboursOnItsOwnEviction(t *testing.T) {
+	td := newTestDetector(t)
+	stop := td.start(t)
+	td.SetGeneration(context.Background(), ring(1, []int{0, 1, 2, 3, 4, 5, 6, 7}))
+	td.trace.take()
+	td.announceDead("w6")
+	stop()
+	if checked, want := td.checked(), []string{"w1", "w3", "w4", "w5", "w7"}; !slices.Equal(checked, want) {
+		t.Errorf("checked %v after evicting w6, want %v (the three after w6 and the three before, less this member, w0)", checked, want)
+	}
+}
+
+// checked returns, sorted, the members the trace shows checked, and
+// empties the trace.
+func (td *testDetector) checked() []string {
+	var ids []string
+	for _, l := range td.trace.take() {
+		if id, ok := strings.CutPrefix(l, "check "); ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 func TestDetectorVotesOnlyOnAChecksTimelySilence(t *testing.T) {
@@ -477,6 +501,7 @@ func TestDetectorCheckActsOnWhatThePeerAnswers(t *testing.T) {
 	}{
 		{"a peer whose port refuses is voted against as gone", gossip.Gone, false, []string{"check w1", "suspect-gone w1"}},
 		{"a silent peer is voted against", gossip.Silent, false, []string{"check w1", "suspect w1"}},
+		{"a peer whose node does not answer is voted against as unreachable", gossip.Unreachable, false, []string{"check w1", "suspect-unreachable w1"}},
 		{"a peer that answers while gossip holds it dead is rejoined", gossip.Answered, true, []string{"check w1", "rejoin w1"}},
 		{"a peer that answers is left alone", gossip.Answered, false, []string{"check w1"}},
 	}
@@ -565,6 +590,12 @@ func TestDetectorVoteRetriesWhileEtcdFails(t *testing.T) {
 			name:     "a vote that fails is dropped when the suspect answers meanwhile",
 			verdicts: verdicts(nil), status: gossip.Answered,
 			want:       []string{"suspect w1", "check w1"},
+			wantErrors: 1,
+		},
+		{
+			name:     "a vote that fails is cast as unreachable once the suspect's node does not answer",
+			verdicts: verdicts(nil, coordinator.Voted), status: gossip.Unreachable,
+			want:       []string{"suspect w1", "check w1", "suspect-unreachable w1"},
 			wantErrors: 1,
 		},
 		{

@@ -18,6 +18,10 @@ type Vote struct {
 	// Gone: the target's gossip port refused the voter's connection, so
 	// its process is gone: nothing is left to refute the vote.
 	Gone bool `json:"gone,omitempty"`
+	// Unreachable: the target's node did not complete a TCP handshake with
+	// the voter either: its node or the network to it is down, which no
+	// stall of its process explains.
+	Unreachable bool `json:"unreachable,omitempty"`
 }
 
 // VoteKey returns the key, relative to the job's Prefix, of voter's vote

@@ -116,8 +116,9 @@ func CheckFault(fault, mode string) error {
 // joins for settle, adds workers workers running the trainer, and waits
 // until all of them train together. dir is the job's directory; stop
 // closes the job and removes dir (unless LogDir keeps it).
-func (s TrainerSpec) startTraining(ctx context.Context, name string, workers int, settle time.Duration, progress io.Writer) (
-	job *localjob.Job, track *localjob.Tracker, dir string, stop func(), err error) {
+// Each of opts adjusts the job's configuration before it starts.
+func (s TrainerSpec) startTraining(ctx context.Context, name string, workers int, settle time.Duration, progress io.Writer,
+	opts ...func(*localjob.Config)) (job *localjob.Job, track *localjob.Tracker, dir string, stop func(), err error) {
 	dir, cleanup, err := jobDir(s.LogDir, name)
 	if err != nil {
 		return nil, nil, "", nil, err
@@ -128,8 +129,11 @@ func (s TrainerSpec) startTraining(ctx context.Context, name string, workers int
 	}
 	trainer, err := s.command(dir)
 	if err == nil {
-		job, err = localjob.Start(ctx, localjob.Config{Trainer: trainer, Job: name, Dir: dir,
-			SidecarArgs: []string{"--settle", settle.String()}})
+		cfg := localjob.Config{Trainer: trainer, Job: name, Dir: dir, SidecarArgs: []string{"--settle", settle.String()}}
+		for _, o := range opts {
+			o(&cfg)
+		}
+		job, err = localjob.Start(ctx, cfg)
 	}
 	if err != nil {
 		cleanup()

@@ -44,6 +44,10 @@ type Config struct {
 	// Endpoints, when set, are the client URLs of an etcd the caller runs
 	// (so that it can kill, freeze and restart it); Start then starts none.
 	Endpoints []string
+	// Place, when set, gives worker n its address and the command prefix
+	// its sidecar and trainer run under (`ip netns exec NS`: a network
+	// namespace per worker); unset, worker n gets a loopback address.
+	Place func(n int) (addr string, wrap []string)
 }
 
 // gossipKeyFile is the job's gossip key, in Dir: Start makes a new one for
@@ -158,6 +162,14 @@ func (j *Job) AddWorkerArgs(ctx context.Context, trainerArgs []string) (*Worker,
 		Addr:   j.addrs.Addr(n),
 		Socket: filepath.Join(j.cfg.Dir, fmt.Sprintf("w%d.sock", n)),
 	}
+	var wrap []string
+	if j.cfg.Place != nil {
+		w.Addr, wrap = j.cfg.Place(n)
+	}
+	command := func(name string, args ...string) *exec.Cmd {
+		all := append(append(wrap[:len(wrap):len(wrap)], name), args...)
+		return exec.Command(all[0], all[1:]...)
+	}
 	w.API = client.New(w.Socket)
 	args := append([]string{"sidecar", "--job", j.cfg.Job, "--etcd-endpoints", strings.Join(j.Endpoints(), ","),
 		"--member-id", w.ID, "--advertise", w.Addr, "--socket", w.Socket, "--gossip-port", "0",
@@ -169,7 +181,7 @@ func (j *Job) AddWorkerArgs(ctx context.Context, trainerArgs []string) (*Worker,
 		args = append(args, "--await-trainer")
 	}
 	var err error
-	if w.sidecar, err = j.spawn(w.ID+".sidecar", exec.Command(j.cfg.Ringside, args...), ""); err != nil {
+	if w.sidecar, err = j.spawn(w.ID+".sidecar", command(j.cfg.Ringside, args...), ""); err != nil {
 		return nil, err
 	}
 	if err := waitAPI(ctx, w); err != nil {
@@ -177,7 +189,7 @@ func (j *Job) AddWorkerArgs(ctx context.Context, trainerArgs []string) (*Worker,
 		return nil, err
 	}
 	if len(j.cfg.Trainer) > 0 {
-		tr := exec.Command(j.cfg.Trainer[0], append(j.cfg.Trainer[1:len(j.cfg.Trainer):len(j.cfg.Trainer)], trainerArgs...)...)
+		tr := command(j.cfg.Trainer[0], append(j.cfg.Trainer[1:len(j.cfg.Trainer):len(j.cfg.Trainer)], trainerArgs...)...)
 		tr.Env = append(os.Environ(), "RINGSIDE_SOCKET="+w.Socket, "LOCAL_RANK=0")
 		if w.trainer, err = j.spawn(w.ID+".trainer", tr, w.ID); err != nil {
 			w.sidecar.Kill()

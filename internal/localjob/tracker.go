@@ -33,6 +33,8 @@ type Tracker struct {
 	tickEvery time.Duration
 	// firstAt is, per worker, the first step line of the last AllStepAt.
 	firstAt map[string]Line
+	// observe, if set, is handed every step line recorded.
+	observe func(Line)
 }
 
 // NewTracker follows job's lines.
@@ -43,6 +45,10 @@ func NewTracker(job *Job) *Tracker {
 
 // Every makes the waits call f every d (a live view).
 func (w *Tracker) Every(d time.Duration, f func()) { w.tick, w.tickEvery = f, d }
+
+// Observe hands f every step line from now on, as it is recorded (a
+// checker that must see each one).
+func (w *Tracker) Observe(f func(Line)) { w.observe = f }
 
 // Rate returns worker id's recent steps per second.
 func (w *Tracker) Rate(id string) float64 { return w.rate[id] }
@@ -196,6 +202,9 @@ func (w *Tracker) record(l Line) error {
 	}
 	if prev, ok := w.last[l.Worker]; ok && l.T > prev.T {
 		w.rate[l.Worker] = 0.8*w.rate[l.Worker] + 0.2/(l.T-prev.T)
+	}
+	if w.observe != nil {
+		w.observe(l)
 	}
 	w.last[l.Worker] = l
 	w.world[l.Step] = l.World

@@ -50,5 +50,9 @@ func (b *Block) Addr(n int) string {
 // these. 20016-24079, below the kernel's ephemeral ports.
 func (b *Block) MasterPort() int { return 20000 + 16*b.b }
 
+// Number is the block's B, 1-254: unique among the blocks held on this
+// machine, so it also names other per-job resources (a subnet).
+func (b *Block) Number() int { return b.b }
+
 // Release gives the block back.
 func (b *Block) Release() { b.f.Close() }

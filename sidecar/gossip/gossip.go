@@ -246,6 +246,12 @@ const (
 	// listens there: it is dead for certain (a stopped process's port
 	// still accepts; the kernel answers for it).
 	Gone
+	// Unreachable: no answer, and its gossip port did not even complete
+	// a TCP handshake within ProbeTimeout: its node, or the network to
+	// it, is down or cut off. A process that is only stalled (starved of
+	// CPU, stopped) has its kernel complete handshakes for it, so a stall
+	// that many members share never looks like this.
+	Unreachable
 )
 
 func (s Status) String() string {
@@ -256,6 +262,8 @@ func (s Status) String() string {
 		return "answered"
 	case Gone:
 		return "gone"
+	case Unreachable:
+		return "unreachable"
 	}
 	return fmt.Sprintf("status(%d)", int(s))
 }
@@ -278,13 +286,16 @@ func (g *Gossip) CheckTimeout() time.Duration {
 
 // Check pings member name, at the address it was last seen alive, and
 // meanwhile dials its gossip port: it returns Gone as soon as the dial is
-// refused, else whether a ping was answered within CheckTimeout (one ping
-// per ProbeTimeout, memberlist's own ping timeout). It is a second
+// refused, Unreachable as soon as a ping went unanswered and the dial got
+// no handshake either, else whether a ping was answered within
+// CheckTimeout (one ping per ProbeTimeout, memberlist's own ping timeout). It is a second
 // opinion on another member's suspicion, independent of the probe
 // schedule; a member never seen yet is an error.
 func (g *Gossip) Check(ctx context.Context, name string) (Status, error) {
 	pings := 1 + g.ml.GetHealthScore()
 	for range pings - 1 {
+		// Unreachable ends it too: the handshake's time-out came on
+		// time, so this member kept time; no second ping is needed.
 		if st, err := g.check(ctx, name); err != nil || st != Silent {
 			return st, err
 		}
@@ -321,17 +332,36 @@ func (g *Gossip) check(ctx context.Context, name string) (Status, error) {
 	}()
 	dctx, cancel := context.WithTimeout(ctx, g.cfg.ProbeTimeout)
 	defer cancel()
-	refused := make(chan bool, 1)
-	go func() { refused <- g.refused(dctx, p) }()
+	handshake := make(chan dialResult, 1)
+	go func() { handshake <- g.dial(dctx, p) }()
+	shook := dialUnknown
 	for {
 		select {
 		case r := <-ping:
-			return r.st, r.err
-		case gone := <-refused:
-			if gone {
+			if r.err != nil || r.st != Silent {
+				return r.st, r.err
+			}
+			// Silent: the process, or the path to its node? The dial
+			// ends within ProbeTimeout of its start.
+			if handshake != nil {
+				select {
+				case shook = <-handshake:
+				case <-ctx.Done():
+					return Silent, ctx.Err()
+				}
+			}
+			switch shook {
+			case dialRefused:
+				return Gone, nil
+			case dialNoAnswer:
+				return Unreachable, nil
+			}
+			return Silent, nil
+		case shook = <-handshake:
+			if shook == dialRefused {
 				return Gone, nil
 			}
-			refused = nil // the ping decides
+			handshake = nil // the ping decides
 		case <-ctx.Done():
 			return Silent, ctx.Err()
 		}
@@ -352,18 +382,50 @@ func (g *Gossip) Gone(ctx context.Context, name string) bool {
 	return g.refused(ctx, p)
 }
 
-// refused dials p's gossip port from the address this member advertises
-// and reports whether the connection was refused. A connection that is
-// accepted is closed before it carries a byte, which memberlist takes
-// quietly.
-func (g *Gossip) refused(ctx context.Context, p peer) bool {
+// dialResult is what dialing a peer's gossip port found.
+type dialResult int
+
+const (
+	// dialUnknown: the dial failed for a reason that says nothing of
+	// the peer (this sidecar out of file descriptors, a dial that came
+	// back late because this sidecar stalled).
+	dialUnknown dialResult = iota
+	dialAccepted
+	dialRefused
+	// dialNoAnswer: no handshake within the dial's deadline, which came
+	// on time: nothing answered for the peer's node.
+	dialNoAnswer
+)
+
+// refused dials p's gossip port and reports whether the connection was
+// refused.
+func (g *Gossip) refused(ctx context.Context, p peer) bool { return g.dial(ctx, p) == dialRefused }
+
+// dial connects to p's gossip port from the address this member
+// advertises, until ctx's deadline. A connection that is accepted is
+// closed before it carries a byte, which memberlist takes quietly.
+func (g *Gossip) dial(ctx context.Context, p peer) dialResult {
 	d := g.tr.dialer()
+	start := time.Now()
 	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(p.addr.String(), fmt.Sprint(p.port)))
-	if err != nil {
-		return errors.Is(err, syscall.ECONNREFUSED)
+	if err == nil {
+		conn.Close()
+		return dialAccepted
 	}
-	conn.Close()
-	return false
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return dialRefused
+	}
+	// A time-out counts as no answer only if it came on time: a sidecar
+	// that stalled past its deadline cannot tell whether the handshake
+	// completed meanwhile.
+	deadline, ok := ctx.Deadline()
+	late := !ok || time.Since(start) > 2*deadline.Sub(start)
+	var ne net.Error
+	timedOut := errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+	if (timedOut && !late) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) {
+		return dialNoAnswer
+	}
+	return dialUnknown
 }
 
 // LocalAddr returns the host:port the other members reach this one at: the

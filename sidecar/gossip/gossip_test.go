@@ -3,8 +3,10 @@ package gossip
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -299,5 +301,66 @@ func TestCheckTellsALiveMemberFromAGoneOne(t *testing.T) {
 	}
 	if !checker.g.Gone(ctx, victim.name) {
 		t.Error("a closed member's port did not refuse a connection")
+	}
+}
+
+// fullListener listens on a loopback port with an accept queue of one
+// that it fills and never accepts from: the kernel drops every further
+// SYN, as it would find no node at all, and a dial gets no handshake.
+func fullListener(t *testing.T) peer {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := peer{addr: net.IPv4(127, 0, 0, 1), port: uint16(sa.(*syscall.SockaddrInet4).Port)}
+	conn, err := net.Dial("tcp", net.JoinHostPort(p.addr.String(), fmt.Sprint(p.port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return p
+}
+
+func TestDialTellsARefusalAnAcceptAndNoAnswerApart(t *testing.T) {
+	members := startCluster(t, 2, nil)
+	g, live := members[0].g, members[1]
+	seen, ok := g.dlg.lastSeen(live.name)
+	if !ok {
+		t.Fatalf("%s never seen", live.name)
+	}
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedPort := uint16(closed.Addr().(*net.TCPAddr).Port)
+	closed.Close()
+	for _, tc := range []struct {
+		name string
+		p    peer
+		want dialResult
+	}{
+		{"a live member's port accepts", seen, dialAccepted},
+		{"a port nobody listens on refuses", peer{addr: net.IPv4(127, 0, 0, 1), port: closedPort}, dialRefused},
+		{"a node that drops the handshake does not answer", fullListener(t), dialNoAnswer},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			defer cancel()
+			if got := g.dial(ctx, tc.p); got != tc.want {
+				t.Errorf("dial = %d, want %d", got, tc.want)
+			}
+		})
 	}
 }
