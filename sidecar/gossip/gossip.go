@@ -335,6 +335,7 @@ func (g *Gossip) check(ctx context.Context, name string) (Status, error) {
 	handshake := make(chan dialResult, 1)
 	go func() { handshake <- g.dial(dctx, p) }()
 	shook := dialUnknown
+	var refused <-chan struct{} // closed when a later dial is refused
 	for {
 		select {
 		case r := <-ping:
@@ -350,6 +351,11 @@ func (g *Gossip) check(ctx context.Context, name string) (Status, error) {
 					return Silent, ctx.Err()
 				}
 			}
+			select {
+			case <-refused:
+				return Gone, nil
+			default:
+			}
 			switch shook {
 			case dialRefused:
 				return Gone, nil
@@ -361,12 +367,48 @@ func (g *Gossip) check(ctx context.Context, name string) (Status, error) {
 			if shook == dialRefused {
 				return Gone, nil
 			}
-			handshake = nil // the ping decides
+			handshake = nil // the ping decides, unless a later dial is refused
+			if shook == dialAccepted {
+				refused = g.redial(dctx, p)
+			}
+		case <-refused:
+			return Gone, nil
 		case <-ctx.Done():
 			return Silent, ctx.Err()
 		}
 	}
 }
+
+// redial dials p again at growing intervals until ctx ends, and closes
+// the channel it returns once a dial is refused. A process that is being
+// killed closes its sockets one at a time: the watch connection a watcher
+// sees close may go first, and for a moment after it the gossip port
+// still completes handshakes, so the check's first dial is accepted and
+// its ping, never answered, would take the whole probe timeout (and
+// cast a silent vote, not a gone one).
+func (g *Gossip) redial(ctx context.Context, p peer) <-chan struct{} {
+	refused := make(chan struct{})
+	go func() {
+		for wait := redialFirst; ; wait *= 2 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			if g.dial(ctx, p) == dialRefused {
+				close(refused)
+				return
+			}
+		}
+	}()
+	return refused
+}
+
+// redialFirst is redial's first interval: a dying process's sockets close
+// within milliseconds of each other.
+const redialFirst = 5 * time.Millisecond
 
 // Gone reports whether name's gossip port refuses a TCP connection
 // within ProbeTimeout/4 (a refusal takes one round trip): the quick test a

@@ -304,6 +304,39 @@ func TestCheckTellsALiveMemberFromAGoneOne(t *testing.T) {
 	}
 }
 
+// A member being killed closes its sockets one by one: the check that its
+// closed watch set off may find its gossip port still accepting, and then
+// refusing a moment later. The check must see the refusal, not wait out
+// the unanswered ping and call the member silent.
+func TestCheckSeesAPortThatStopsAcceptingWhileThePingIsPending(t *testing.T) {
+	members := startCluster(t, 1, func(c *Config) { c.ProbeTimeout = 2 * time.Second; c.ProbeInterval = 4 * time.Second })
+	g := members[0].g
+	dying, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := uint16(dying.Addr().(*net.TCPAddr).Port)
+	accepted := make(chan struct{})
+	go func() {
+		if c, err := dying.Accept(); err == nil { // the check's first dial
+			c.Close()
+			close(accepted)
+		}
+	}()
+	g.dlg.mu.Lock()
+	g.dlg.known["dying"] = peer{addr: net.IPv4(127, 0, 0, 1), port: port} // no UDP socket: pings go unanswered
+	g.dlg.mu.Unlock()
+	go func() {
+		<-accepted
+		dying.Close() // the process's listener goes after its other sockets
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), awaitTimeout)
+	defer cancel()
+	if st, err := g.check(ctx, "dying"); err != nil || st != Gone {
+		t.Errorf("check of a member whose port began refusing during the check: %v, %v; want gone", st, err)
+	}
+}
+
 // fullListener listens on a loopback port with an accept queue of one
 // that it fills and never accepts from: the kernel drops every further
 // SYN, as it would find no node at all, and a dial gets no handshake.
