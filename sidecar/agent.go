@@ -430,19 +430,24 @@ func (a *Agent) requestDrain(reason string) {
 // drain tells the trainer, leaves the next generation, and leaves the job
 // once that generation is committed or the grace period is over.
 func (a *Agent) drain(ctx context.Context, reason string) error {
+	start := time.Now()
 	deadline := a.announceDrain(reason)
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	a.leaving.Store(true)
 	a.stateMu.Lock() // waits out a change for the trainer in flight, so draining is stored last
 	a.stateMu.Unlock()
-	if err := a.member.SetState(dctx, record.StateDraining); err != nil {
-		a.log.Warn("could not mark this member draining; leaving at once", "err", err)
+	marked := a.member.SetState(dctx, record.StateDraining)
+	if marked != nil {
+		a.log.Warn("could not mark this member draining; leaving at once", "err", marked)
 	} else {
 		a.awaitExclusion(dctx)
 	}
 	lctx, lcancel := context.WithTimeout(ctx, 2*time.Second)
 	defer lcancel()
+	if marked == nil {
+		a.recordDrain(lctx, time.Since(start))
+	}
 	if err := a.gossip.Leave(lctx); err != nil {
 		a.log.Warn("gossip leave", "err", err)
 	}
@@ -450,6 +455,19 @@ func (a *Agent) drain(ctx context.Context, reason string) error {
 		return fmt.Errorf("drain: %w", err)
 	}
 	return nil
+}
+
+// recordDrain observes took, the drain's duration, and appends it to the
+// job's drains in etcd, where the controller reads it to size the
+// workers' termination grace period. A failure is logged: the member
+// leaves all the same.
+func (a *Agent) recordDrain(ctx context.Context, took time.Duration) {
+	a.metrics.drainDuration.Observe(took.Seconds())
+	if err := a.member.RecordDrain(ctx, took); err != nil {
+		a.log.Warn("could not record the drain's duration", "took", took, "err", err)
+		return
+	}
+	a.log.Info("drained", "took", took)
 }
 
 // announceDrain tells the trainer, and every event stream opened later,
