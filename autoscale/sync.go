@@ -128,6 +128,7 @@ func (s *scalerSync) run(ctx context.Context) error {
 		return errors.Join(fmt.Errorf("read job %s: %w", s.jobName(), err), s.writeStatus(ctx))
 	}
 	s.jobStopped(snap)
+	s.drained(snap.DrainSeconds)
 	es.Status.WorldSize, es.Status.JobGeneration = int32(min(snap.WorldSize, math.MaxInt32)), snap.Generation
 	stragglerErr := s.stragglers(ctx, snap)
 	js := readJobState(snap, c.cfg.MeasureMaxAge)
