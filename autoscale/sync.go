@@ -36,7 +36,10 @@ const (
 	// ReasonFailedDisruptionBudget: spec.podDisruptionBudget asks for a
 	// budget the controller cannot create or update.
 	ReasonFailedDisruptionBudget = "FailedDisruptionBudget"
-	ReasonWithinRange            = "DesiredWithinRange"
+	// ReasonFailedPodGroup: a gang scheduler's PodGroup CRD is served and
+	// the controller cannot create or update the job's PodGroup.
+	ReasonFailedPodGroup = "FailedPodGroup"
+	ReasonWithinRange    = "DesiredWithinRange"
 	// Events of a change of the target's size, as the HPA's.
 	ReasonSuccessfulRescale = "SuccessfulRescale"
 	ReasonFailedRescale     = "FailedRescale"
@@ -112,6 +115,11 @@ func (s *scalerSync) run(ctx context.Context) error {
 	if err := s.disruptionBudget(ctx, target.Status.Selector); err != nil {
 		msg := fmt.Sprintf("the controller cannot keep the PodDisruptionBudget of %s %s/%s: %v", ref.Kind, es.Namespace, ref.Name, err)
 		s.condition(v1alpha1.AbleToScale, metav1.ConditionFalse, ReasonFailedDisruptionBudget, msg, corev1.EventTypeWarning)
+		return errors.Join(errors.New(msg), s.writeStatus(ctx))
+	}
+	if err := s.podGroups(ctx); err != nil {
+		msg := fmt.Sprintf("the controller cannot keep the PodGroup of job %s: %v", es.Spec.Job.Name, err)
+		s.condition(v1alpha1.AbleToScale, metav1.ConditionFalse, ReasonFailedPodGroup, msg, corev1.EventTypeWarning)
 		return errors.Join(errors.New(msg), s.writeStatus(ctx))
 	}
 	in := Input{Now: s.now, Spec: es.Spec, Current: current}

@@ -52,6 +52,11 @@ container gets RINGSIDE_SOCKET. Pod annotations shape it:
   ringside.dev/slots: "8"          ranks in the pod (default: its nvidia.com/gpu limit)
   ringside.dev/container: trainer  the trainer container (default: the first)
 
+With --gang-scheduling, each pod also joins its job's pod group (the label
+scheduling.x-k8s.io/pod-group for scheduler-plugins' coscheduling, the
+annotation scheduling.k8s.io/group-name for Volcano, both the job's name,
+unless the pod names a group of its own).
+
 A pod whose settings conflict (a volume, port or container name the sidecar
 needs, restart mode without a command, a job label that cannot name a job)
 is denied with a message saying which, or admitted untouched with
@@ -105,6 +110,7 @@ change.`,
 	f.StringVar(&memoryLimit, "sidecar-memory-limit", "256Mi", "the sidecar's memory limit (empty: none)")
 	f.BoolVar(&cfg.SocketReset, "socket-reset", cfg.SocketReset, "give the sidecar NET_ADMIN (it then runs as uid 0) to destroy the trainer's sockets to a dead peer; false: the sidecar runs as a non-root user with no capability, and a silent peer costs the collective's timeout")
 	f.StringVar(&cfg.PreemptionNoticeURL, "preemption-notice-url", "", "instance metadata URL the sidecars ask for a preemption notice (their --preemption-notice-url); empty: taints and SIGTERM only")
+	f.BoolVar(&cfg.GangScheduling, "gang-scheduling", false, "put each pod in its job's pod group (label scheduling.x-k8s.io/pod-group and annotation scheduling.k8s.io/group-name, named as the job) for a gang scheduler; the controller keeps the PodGroup with minMember the ElasticScaler's minReplicas")
 	f.BoolVar(&measured, "measured-drain-grace", false, "give a job's new workers the drain grace its ElasticScaler measured (status.drain.gracePeriodSeconds) when longer than --drain-grace; needs list and watch of elasticscalers.ringside.dev")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "with --measured-drain-grace: kubeconfig file (default: in-cluster credentials, then $KUBECONFIG or ~/.kube/config)")
 	f.BoolVar(&h.AllowOnError, "allow-on-error", false, "admit a pod that cannot be injected untouched (with a warning) instead of denying it")
