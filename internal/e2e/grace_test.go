@@ -108,4 +108,3 @@ func TestANewWorkerGetsItsGracePeriodFromTheMeasuredDrains(t *testing.T) {
 		t.Errorf("the new worker's sidecar args %q, want the measured drain grace", args)
 	}
 }
-
