@@ -104,6 +104,9 @@ type scalerSync struct {
 func (s *scalerSync) run(ctx context.Context) error {
 	es, c := s.es, s.c
 	ref := es.Spec.ScaleTargetRef
+	if s.suspended(s.suspension(ctx)) {
+		return s.writeStatus(ctx)
+	}
 	target, resource, err := c.getScale(ctx, es.Namespace, ref.APIVersion, ref.Kind, ref.Name)
 	if err != nil {
 		msg := fmt.Sprintf("the controller cannot get the scale of %s %s/%s: %v", ref.Kind, es.Namespace, ref.Name, err)

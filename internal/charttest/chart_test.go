@@ -354,6 +354,32 @@ func TestTheControllerMayScaleOnlyTheConfiguredKinds(t *testing.T) {
 	if want := []string{"apps/statefulsets/scale", "apps/deployments/scale"}; !slices.Equal(scale, want) {
 		t.Errorf("scalable %v, want %v", scale, want)
 	}
+	// Jobs (Kueue's): their parallelism, patched on the Job; the other
+	// kinds read only, for a queue's spec.suspend.
+	objs, err = Template(t, "-f", profiles(t)["default"], "--set", "controller.scaleTargets[0].apiGroup=apps", "--set", "controller.scaleTargets[0].resources={statefulsets,deployments}",
+		"--set", "controller.scaleTargets[1].apiGroup=batch", "--set", "controller.scaleTargets[1].resources={jobs}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	verbs := map[string][]string{}
+	for _, o := range Find(objs, "ClusterRole") {
+		if !strings.HasSuffix(o.Name, "-controller") {
+			continue
+		}
+		rules, _, _ := unstructuredRules(o)
+		for _, r := range rules {
+			for _, res := range r.resources {
+				if res == "jobs" || res == "statefulsets" || res == "deployments" {
+					verbs[r.groups[0]+"/"+res] = r.verbs
+				}
+			}
+		}
+	}
+	for res, want := range map[string][]string{"batch/jobs": {"get", "patch"}, "apps/statefulsets": {"get"}, "apps/deployments": {"get"}} {
+		if !slices.Equal(verbs[res], want) {
+			t.Errorf("the controller's verbs on %s: %v, want %v", res, verbs[res], want)
+		}
+	}
 }
 
 func TestTheGeneratedSecretsAreSharedWithTheWorkerNamespaces(t *testing.T) {
