@@ -101,7 +101,16 @@ func TestAQueueSuspendsAndResumesAJobWithoutLosingACommittedStep(t *testing.T) {
 	jobObj, es := loadKueueExample(t, root)
 	// The checkpoint volume: a directory of this machine that outlives
 	// the pods, where the example claims a ReadWriteMany volume.
-	ckpt := t.TempDir()
+	// Its own directory under the system's temporary one: the trainer runs
+	// as uid 1000, which may not enter the test's temporary directory.
+	ckpt, err := os.MkdirTemp("", "ringside-kueue-ckpt-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(ckpt) })
+	if err := os.Chmod(ckpt, 0o777); err != nil {
+		t.Fatal(err)
+	}
 	jobObj.Namespace, es.Namespace = ns, ns
 	es.Spec.Replicas = 2 // pinned: two workers on this machine's cores
 	tmpl := &jobObj.Spec.Template
