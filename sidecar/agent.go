@@ -443,18 +443,31 @@ func (a *Agent) drain(ctx context.Context, reason string) error {
 	} else {
 		a.awaitExclusion(dctx)
 	}
-	lctx, lcancel := context.WithTimeout(ctx, 2*time.Second)
-	defer lcancel()
+	took := time.Since(start)
+	// Each step below has a bound of its own: a gossip leave that no peer
+	// acknowledges (they all drain with this member, as when a queue
+	// suspends the job) must not spend the time of the lease's revocation,
+	// whose keys would otherwise stand until their TTL.
 	if marked == nil {
-		a.recordDrain(lctx, time.Since(start))
+		a.bounded(ctx, func(ctx context.Context) error { a.recordDrain(ctx, took); return nil })
 	}
-	if err := a.gossip.Leave(lctx); err != nil {
+	if err := a.bounded(ctx, a.gossip.Leave); err != nil {
 		a.log.Warn("gossip leave", "err", err)
 	}
-	if err := a.member.Leave(lctx); err != nil {
+	if err := a.bounded(ctx, a.member.Leave); err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
 	return nil
+}
+
+// leaveTimeout bounds each step of leaving the job after a drain.
+const leaveTimeout = 2 * time.Second
+
+// bounded runs f with ctx bounded by leaveTimeout.
+func (a *Agent) bounded(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, leaveTimeout)
+	defer cancel()
+	return f(ctx)
 }
 
 // recordDrain observes took, the drain's duration, and appends it to the

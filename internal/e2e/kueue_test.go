@@ -20,6 +20,7 @@ import (
 
 	"github.com/ringside/ringside/autoscale"
 	"github.com/ringside/ringside/autoscale/v1alpha1"
+	"github.com/ringside/ringside/coordinator/jobstatus"
 	"github.com/ringside/ringside/internal/charttest"
 	"github.com/ringside/ringside/webhook"
 )
@@ -196,10 +197,20 @@ func TestAQueueSuspendsAndResumesAJobWithoutLosingACommittedStep(t *testing.T) {
 		t.Fatalf("the suspended Job's pods did not go: %v", err)
 	}
 	committed := w.lastStep // every step a trainer reported committed
+	// Drained cleanly: every member left the job (none lingers until its
+	// lease expires).
+	if err := Poll(ctx, time.Minute, func() (bool, error) {
+		s, err := jobstatus.Read(ctx, env.EtcdClient, ns, job)
+		return err == nil && len(s.Members) == 0, err
+	}); err != nil {
+		t.Fatalf("members of the suspended job stayed in etcd: %v", err)
+	}
 
 	// Admitted again: new pods resume from the last commit and go on.
+	// (A new watch: the job has no member and no step meanwhile.)
 	suspendJob(ctx, t, ns, job, false)
 	suspendedScaler(false)
+	w = &jobWatch{t: t, ns: ns, job: job}
 	trained(committed + 20)
 	steps := resumedSteps(ctx, t, ns, job)
 	if len(steps) != 2 {
