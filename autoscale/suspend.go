@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ringside/ringside/autoscale/v1alpha1"
@@ -38,11 +37,7 @@ const (
 func (s *scalerSync) suspension(ctx context.Context) string {
 	es, c := s.es, s.c
 	ref := es.Spec.ScaleTargetRef
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil {
-		return ""
-	}
-	resources, err := c.deps.Mapper.Resources(ctx, schema.GroupKind{Group: gv.Group, Kind: ref.Kind}, gv.Version)
+	resources, err := c.targetResources(ctx, ref.APIVersion, ref.Kind)
 	if err != nil || len(resources) == 0 {
 		return ""
 	}

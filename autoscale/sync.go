@@ -347,17 +347,9 @@ func jobNamespace(es *v1alpha1.ElasticScaler) string {
 // getScale reads the scale of the target named by apiVersion, kind and
 // name, trying each resource the kind maps to (as the HPA does).
 func (c *Controller) getScale(ctx context.Context, namespace, apiVersion, kind, name string) (*autoscalingv1.Scale, schema.GroupVersionResource, error) {
-	gv, err := schema.ParseGroupVersion(apiVersion)
+	resources, err := c.targetResources(ctx, apiVersion, kind)
 	if err != nil {
-		return nil, schema.GroupVersionResource{}, fmt.Errorf("apiVersion %q: %w", apiVersion, err)
-	}
-	var versions []string
-	if gv.Version != "" {
-		versions = append(versions, gv.Version)
-	}
-	resources, err := c.deps.Mapper.Resources(ctx, schema.GroupKind{Group: gv.Group, Kind: kind}, versions...)
-	if err != nil {
-		return nil, schema.GroupVersionResource{}, fmt.Errorf("no resource of kind %s: %w", kind, err)
+		return nil, schema.GroupVersionResource{}, err
 	}
 	var first error
 	for _, r := range resources {
@@ -373,6 +365,24 @@ func (c *Controller) getScale(ctx context.Context, namespace, apiVersion, kind, 
 		first = fmt.Errorf("no resource of kind %s", kind)
 	}
 	return nil, schema.GroupVersionResource{}, first
+}
+
+// targetResources maps a target's apiVersion and kind to its resources
+// (the group's preferred version when apiVersion names none).
+func (c *Controller) targetResources(ctx context.Context, apiVersion, kind string) ([]schema.GroupVersionResource, error) {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return nil, fmt.Errorf("apiVersion %q: %w", apiVersion, err)
+	}
+	var versions []string
+	if gv.Version != "" {
+		versions = append(versions, gv.Version)
+	}
+	resources, err := c.deps.Mapper.Resources(ctx, schema.GroupKind{Group: gv.Group, Kind: kind}, versions...)
+	if err != nil {
+		return nil, fmt.Errorf("no resource of kind %s: %w", kind, err)
+	}
+	return resources, nil
 }
 
 // readJob reads the scaler's job from etcd, bounded by EtcdTimeout.
