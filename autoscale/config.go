@@ -42,6 +42,12 @@ type Config struct {
 	// MetricsAddr is where Run serves /metrics, /healthz and /readyz
 	// ("" serves none).
 	MetricsAddr string
+	// DrainSafetyFactor and DrainGraceMax size the drain grace a job's
+	// workers get from its measured drains (status.drain): the 99th
+	// percentile times the factor, rounded up to a second, at most the
+	// max (see drain.go).
+	DrainSafetyFactor float64
+	DrainGraceMax     time.Duration
 }
 
 // DefaultConfig returns the controller's defaults.
@@ -79,6 +85,15 @@ func DefaultConfig() Config {
 		HistoryMaxLen:  512,
 		LeaderElection: DefaultLeaderElection(),
 		MetricsAddr:    ":8080",
+		// 2: a drain waits for the next generation, whose commit varies
+		// with the leader's settle window and etcd's latency; twice the
+		// slowest drain seen covers a slower one without keeping a
+		// dead pod's node for long.
+		DrainSafetyFactor: 2,
+		// 10 min: past any drain that ends (one is a commit and a
+		// generation); a drain that keeps running into its grace would
+		// otherwise raise it by the factor at each round.
+		DrainGraceMax: 10 * time.Minute,
 	}
 }
 
@@ -108,6 +123,12 @@ func (c Config) Validate() error {
 	}
 	if c.HistoryMaxLen < 1 {
 		errs = append(errs, fmt.Errorf("history max len must be at least 1, got %d", c.HistoryMaxLen))
+	}
+	if c.DrainSafetyFactor < 1 || c.DrainSafetyFactor > 100 {
+		errs = append(errs, fmt.Errorf("drain safety factor must be in 1-100, got %v", c.DrainSafetyFactor))
+	}
+	if c.DrainGraceMax < time.Second {
+		errs = append(errs, fmt.Errorf("drain grace max must be at least 1s, got %s", c.DrainGraceMax))
 	}
 	if c.LeaderElection.Enabled {
 		errs = append(errs, c.LeaderElection.Validate())

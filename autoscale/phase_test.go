@@ -26,6 +26,7 @@ func TestThePhaseSumsTheConditionsUp(t *testing.T) {
 		{"a first sync with no conditions is measuring", nil, 3, v1alpha1.PhaseMeasuring},
 		{"an unreadable job is etcd unreachable", []metav1.Condition{able, cond(v1alpha1.ScalingActive, metav1.ConditionFalse, ReasonFailedReadJob)}, 3, v1alpha1.PhaseEtcdUnreachable},
 		{"an unscalable target blocks", []metav1.Condition{cond(v1alpha1.AbleToScale, metav1.ConditionFalse, ReasonFailedGetScale), cond(v1alpha1.ScalingActive, metav1.ConditionFalse, ReasonFailedReadJob)}, 3, v1alpha1.PhaseBlocked},
+		{"a target a queue holds is suspended whatever else holds", []metav1.Condition{cond(v1alpha1.Suspended, metav1.ConditionTrue, ReasonSuspended), cond(v1alpha1.JobStopped, metav1.ConditionTrue, ReasonTrainerCrashes)}, 0, v1alpha1.PhaseSuspended},
 		{"a job stopped by crashes is stopped whatever else holds", []metav1.Condition{cond(v1alpha1.AbleToScale, metav1.ConditionFalse, ReasonFailedGetScale), cond(v1alpha1.JobStopped, metav1.ConditionTrue, ReasonTrainerCrashes)}, 0, v1alpha1.PhaseStopped},
 	}
 	for _, tt := range tests {

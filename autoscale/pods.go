@@ -48,6 +48,10 @@ func unschedulableSince(p *corev1.Pod) (time.Time, bool) {
 		if c.Type != corev1.PodScheduled || c.Status != corev1.ConditionFalse {
 			continue
 		}
+		if c.Reason == corev1.PodReasonSchedulingGated {
+			// Held on purpose (a queue's admission gate), not unplaceable.
+			return time.Time{}, false
+		}
 		if !c.LastTransitionTime.IsZero() {
 			return c.LastTransitionTime.Time, true
 		}

@@ -36,7 +36,10 @@ const (
 	// ReasonFailedDisruptionBudget: spec.podDisruptionBudget asks for a
 	// budget the controller cannot create or update.
 	ReasonFailedDisruptionBudget = "FailedDisruptionBudget"
-	ReasonWithinRange            = "DesiredWithinRange"
+	// ReasonFailedPodGroup: a gang scheduler's PodGroup CRD is served and
+	// the controller cannot create or update the job's PodGroup.
+	ReasonFailedPodGroup = "FailedPodGroup"
+	ReasonWithinRange    = "DesiredWithinRange"
 	// Events of a change of the target's size, as the HPA's.
 	ReasonSuccessfulRescale = "SuccessfulRescale"
 	ReasonFailedRescale     = "FailedRescale"
@@ -101,6 +104,9 @@ type scalerSync struct {
 func (s *scalerSync) run(ctx context.Context) error {
 	es, c := s.es, s.c
 	ref := es.Spec.ScaleTargetRef
+	if s.suspended(s.suspension(ctx)) {
+		return s.writeStatus(ctx)
+	}
 	target, resource, err := c.getScale(ctx, es.Namespace, ref.APIVersion, ref.Kind, ref.Name)
 	if err != nil {
 		msg := fmt.Sprintf("the controller cannot get the scale of %s %s/%s: %v", ref.Kind, es.Namespace, ref.Name, err)
@@ -112,6 +118,11 @@ func (s *scalerSync) run(ctx context.Context) error {
 	if err := s.disruptionBudget(ctx, target.Status.Selector); err != nil {
 		msg := fmt.Sprintf("the controller cannot keep the PodDisruptionBudget of %s %s/%s: %v", ref.Kind, es.Namespace, ref.Name, err)
 		s.condition(v1alpha1.AbleToScale, metav1.ConditionFalse, ReasonFailedDisruptionBudget, msg, corev1.EventTypeWarning)
+		return errors.Join(errors.New(msg), s.writeStatus(ctx))
+	}
+	if err := s.podGroups(ctx); err != nil {
+		msg := fmt.Sprintf("the controller cannot keep the PodGroup of job %s: %v", es.Spec.Job.Name, err)
+		s.condition(v1alpha1.AbleToScale, metav1.ConditionFalse, ReasonFailedPodGroup, msg, corev1.EventTypeWarning)
 		return errors.Join(errors.New(msg), s.writeStatus(ctx))
 	}
 	in := Input{Now: s.now, Spec: es.Spec, Current: current}
@@ -128,6 +139,7 @@ func (s *scalerSync) run(ctx context.Context) error {
 		return errors.Join(fmt.Errorf("read job %s: %w", s.jobName(), err), s.writeStatus(ctx))
 	}
 	s.jobStopped(snap)
+	s.drained(snap.DrainSeconds)
 	es.Status.WorldSize, es.Status.JobGeneration = int32(min(snap.WorldSize, math.MaxInt32)), snap.Generation
 	stragglerErr := s.stragglers(ctx, snap)
 	js := readJobState(snap, c.cfg.MeasureMaxAge)
@@ -335,17 +347,9 @@ func jobNamespace(es *v1alpha1.ElasticScaler) string {
 // getScale reads the scale of the target named by apiVersion, kind and
 // name, trying each resource the kind maps to (as the HPA does).
 func (c *Controller) getScale(ctx context.Context, namespace, apiVersion, kind, name string) (*autoscalingv1.Scale, schema.GroupVersionResource, error) {
-	gv, err := schema.ParseGroupVersion(apiVersion)
+	resources, err := c.targetResources(ctx, apiVersion, kind)
 	if err != nil {
-		return nil, schema.GroupVersionResource{}, fmt.Errorf("apiVersion %q: %w", apiVersion, err)
-	}
-	var versions []string
-	if gv.Version != "" {
-		versions = append(versions, gv.Version)
-	}
-	resources, err := c.deps.Mapper.Resources(ctx, schema.GroupKind{Group: gv.Group, Kind: kind}, versions...)
-	if err != nil {
-		return nil, schema.GroupVersionResource{}, fmt.Errorf("no resource of kind %s: %w", kind, err)
+		return nil, schema.GroupVersionResource{}, err
 	}
 	var first error
 	for _, r := range resources {
@@ -361,6 +365,24 @@ func (c *Controller) getScale(ctx context.Context, namespace, apiVersion, kind, 
 		first = fmt.Errorf("no resource of kind %s", kind)
 	}
 	return nil, schema.GroupVersionResource{}, first
+}
+
+// targetResources maps a target's apiVersion and kind to its resources
+// (the group's preferred version when apiVersion names none).
+func (c *Controller) targetResources(ctx context.Context, apiVersion, kind string) ([]schema.GroupVersionResource, error) {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return nil, fmt.Errorf("apiVersion %q: %w", apiVersion, err)
+	}
+	var versions []string
+	if gv.Version != "" {
+		versions = append(versions, gv.Version)
+	}
+	resources, err := c.deps.Mapper.Resources(ctx, schema.GroupKind{Group: gv.Group, Kind: kind}, versions...)
+	if err != nil {
+		return nil, fmt.Errorf("no resource of kind %s: %w", kind, err)
+	}
+	return resources, nil
 }
 
 // readJob reads the scaler's job from etcd, bounded by EtcdTimeout.

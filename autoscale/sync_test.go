@@ -218,6 +218,10 @@ func TestPendingPodsOfTheTargetAreCounted(t *testing.T) {
 	} {
 		f.cachePod(p)
 	}
+	// Held by a queue's scheduling gate: waiting on purpose, not unplaceable.
+	gated := pod("a-4", "a", corev1.PodPending, corev1.ConditionFalse, now.Add(-time.Hour))
+	gated.Status.Conditions[0].Reason = corev1.PodReasonSchedulingGated
+	f.cachePod(gated)
 	n, oldest, err := pendingPods(f.c.podInformer.GetIndexer(), testNS, "app=a", now)
 	if err != nil || n != 2 || oldest != 90*time.Second {
 		t.Fatalf("pendingPods = %d, %s, %v; want 2, 1m30s", n, oldest, err)

@@ -430,26 +430,57 @@ func (a *Agent) requestDrain(reason string) {
 // drain tells the trainer, leaves the next generation, and leaves the job
 // once that generation is committed or the grace period is over.
 func (a *Agent) drain(ctx context.Context, reason string) error {
+	start := time.Now()
 	deadline := a.announceDrain(reason)
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	a.leaving.Store(true)
 	a.stateMu.Lock() // waits out a change for the trainer in flight, so draining is stored last
 	a.stateMu.Unlock()
-	if err := a.member.SetState(dctx, record.StateDraining); err != nil {
-		a.log.Warn("could not mark this member draining; leaving at once", "err", err)
+	marked := a.member.SetState(dctx, record.StateDraining)
+	if marked != nil {
+		a.log.Warn("could not mark this member draining; leaving at once", "err", marked)
 	} else {
 		a.awaitExclusion(dctx)
 	}
-	lctx, lcancel := context.WithTimeout(ctx, 2*time.Second)
-	defer lcancel()
-	if err := a.gossip.Leave(lctx); err != nil {
+	took := time.Since(start)
+	// Each step below has a bound of its own: a gossip leave that no peer
+	// acknowledges (they all drain with this member, as when a queue
+	// suspends the job) must not spend the time of the lease's revocation,
+	// whose keys would otherwise stand until their TTL.
+	if marked == nil {
+		a.bounded(ctx, func(ctx context.Context) error { a.recordDrain(ctx, took); return nil })
+	}
+	if err := a.bounded(ctx, a.gossip.Leave); err != nil {
 		a.log.Warn("gossip leave", "err", err)
 	}
-	if err := a.member.Leave(lctx); err != nil {
+	if err := a.bounded(ctx, a.member.Leave); err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
 	return nil
+}
+
+// leaveTimeout bounds each step of leaving the job after a drain.
+const leaveTimeout = 2 * time.Second
+
+// bounded runs f with ctx bounded by leaveTimeout.
+func (a *Agent) bounded(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, leaveTimeout)
+	defer cancel()
+	return f(ctx)
+}
+
+// recordDrain observes took, the drain's duration, and appends it to the
+// job's drains in etcd, where the controller reads it to size the
+// workers' termination grace period. A failure is logged: the member
+// leaves all the same.
+func (a *Agent) recordDrain(ctx context.Context, took time.Duration) {
+	a.metrics.drainDuration.Observe(took.Seconds())
+	if err := a.member.RecordDrain(ctx, took); err != nil {
+		a.log.Warn("could not record the drain's duration", "took", took, "err", err)
+		return
+	}
+	a.log.Info("drained", "took", took)
 }
 
 // announceDrain tells the trainer, and every event stream opened later,

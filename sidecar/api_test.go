@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ringside/ringside/coordinator"
+	"github.com/ringside/ringside/coordinator/jobstatus"
 	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/internal/etcdtest"
 	"github.com/ringside/ringside/sidecar"
@@ -205,6 +206,16 @@ func TestLeaveRequestDrainsAndExitsCleanly(t *testing.T) {
 	}
 	if err := stop1(); err != nil {
 		t.Fatalf("drained sidecar returned %v, want nil", err)
+	}
+	// The drain's duration outlives the member, for the controller.
+	s, err := jobstatus.Read(context.Background(), etcdtest.Client(t, srv), "default", "api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The drain ended at the generation without w1, within the harness's
+	// 3 s grace.
+	if len(s.DrainSeconds) != 1 || s.DrainSeconds[0] <= 0 || s.DrainSeconds[0] > 3 {
+		t.Errorf("drains recorded %v, want the one drain's duration, within its grace", s.DrainSeconds)
 	}
 }
 

@@ -39,6 +39,7 @@ type metrics struct {
 	stopped         prometheus.Gauge
 	trainerCrashes  prometheus.Counter
 	straggler       *prometheus.GaugeVec
+	drainDuration   prometheus.Histogram
 }
 
 // latencyBuckets span 10 ms to ~40 s: detection and recovery times.
@@ -102,6 +103,8 @@ func newMetrics(gossipMembers, gossipSuspects func() float64) *metrics {
 			"Crashes of this pod's trainer that `ringside exec` reported (restart mode), counted or not."),
 		straggler: r.gaugeVec("ringside_straggler",
 			"1 while the job's leader names this member a straggler (its trainer computes slower than the ring's median by the straggler factor), else 0.", "member"),
+		drainDuration: r.histogram("ringside_drain_duration_seconds",
+			"Time from the start of this member's drain (SIGTERM, a node taint, a notice) to the generation without it, or to the end of the drain grace when none came in time; also stored in etcd for the controller, which sizes the workers' termination grace period from it.", latencyBuckets),
 	}
 	// The outcomes known in advance are exported at 0 from the start: an
 	// increase() over a series that appears only at its first event misses

@@ -125,7 +125,20 @@ type Config struct {
 	// PreemptionNoticeURL, when set, is the instance metadata URL whose
 	// answer starts the sidecar's drain (its --preemption-notice-url).
 	PreemptionNoticeURL string
+	// GangScheduling puts each pod in its job's pod group, named as the
+	// job, for a gang scheduler: the label PodGroupLabel (scheduler-plugins'
+	// coscheduling) and the annotation VolcanoGroupAnnotation (Volcano).
+	// The controller keeps the PodGroup, with minMember the ElasticScaler's
+	// minReplicas. Off where no ElasticScaler keeps one: Volcano holds a pod
+	// whose group does not exist.
+	GangScheduling bool
 }
+
+// The pod group's label and annotation (GangScheduling).
+const (
+	PodGroupLabel          = "scheduling.x-k8s.io/pod-group"
+	VolcanoGroupAnnotation = "scheduling.k8s.io/group-name"
+)
 
 // NonRootUID is the sidecar's uid without SocketReset: the image's.
 const NonRootUID = 65532
@@ -214,6 +227,11 @@ func Inject(pod *corev1.Pod, namespace string, cfg Config) (*corev1.Pod, Skipped
 		out.Annotations = map[string]string{}
 	}
 	out.Annotations[InjectedAnnotation] = cfg.Version
+	if cfg.GangScheduling {
+		out.Labels = maps.Clone(out.Labels)
+		setDefault(out.Labels, PodGroupLabel, job)
+		setDefault(out.Annotations, VolcanoGroupAnnotation, job)
+	}
 	out.Spec.Volumes = append(out.Spec.Volumes, volumes(cfg)...)
 	out.Spec.InitContainers = append([]corev1.Container{sidecar(s, cfg)}, out.Spec.InitContainers...)
 	trainer := &out.Spec.Containers[s.trainer]
@@ -240,6 +258,14 @@ func Inject(pod *corev1.Pod, namespace string, cfg Config) (*corev1.Pod, Skipped
 		out.Spec.TerminationGracePeriodSeconds = ptr.To(grace)
 	}
 	return out, "", nil
+}
+
+// setDefault sets m[key] to value unless the pod set it: a pod the user
+// put in a group of their own stays in it.
+func setDefault(m map[string]string, key, value string) {
+	if _, ok := m[key]; !ok {
+		m[key] = value
+	}
 }
 
 // settings is what the pod's labels and annotations ask for.

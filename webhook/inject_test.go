@@ -303,3 +303,43 @@ func TestInjectedContainersHoldOnlyTheCapabilitiesTheyNeed(t *testing.T) {
 		})
 	}
 }
+
+// With gang scheduling, a pod joins its job's pod group for both gang
+// schedulers, unless it names a group of its own; without, it names none.
+func TestGangSchedulingPutsThePodInItsJobsGroup(t *testing.T) {
+	pod := func(labels, annotations map[string]string) *corev1.Pod {
+		p := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "t", Image: "x", Command: []string{"x"}}}}}
+		p.Labels = map[string]string{JobLabel: "bert"}
+		for k, v := range labels {
+			p.Labels[k] = v
+		}
+		p.Annotations = annotations
+		return p
+	}
+	on := DefaultConfig("ringside:test")
+	on.GangScheduling = true
+	for _, tc := range []struct {
+		name                  string
+		cfg                   Config
+		pod                   *corev1.Pod
+		wantLabel, wantVolcan string
+	}{
+		{"off", DefaultConfig("ringside:test"), pod(nil, nil), "", ""},
+		{"on", on, pod(nil, nil), "bert", "bert"},
+		{"a group of the pod's own", on, pod(map[string]string{PodGroupLabel: "mine"}, map[string]string{VolcanoGroupAnnotation: "theirs"}), "mine", "theirs"},
+	} {
+		out, _, err := Inject(tc.pod, "ml", tc.cfg)
+		if err != nil || out == nil {
+			t.Fatalf("%s: not injected: %v", tc.name, err)
+		}
+		if got := out.Labels[PodGroupLabel]; got != tc.wantLabel {
+			t.Errorf("%s: label %s = %q, want %q", tc.name, PodGroupLabel, got, tc.wantLabel)
+		}
+		if got := out.Annotations[VolcanoGroupAnnotation]; got != tc.wantVolcan {
+			t.Errorf("%s: annotation %s = %q, want %q", tc.name, VolcanoGroupAnnotation, got, tc.wantVolcan)
+		}
+		if _, ok := tc.pod.Labels[PodGroupLabel]; ok && tc.name != "a group of the pod's own" {
+			t.Errorf("%s: the input pod was changed", tc.name)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +32,33 @@ type Handler struct {
 	// Observe, when set, is told of each answer: "injected", "skipped",
 	// "denied" or "invalid".
 	Observe func(result string)
+	// Measured, when set, gives the drain grace measured for a job: a
+	// pod of a job whose drains took longer than Config.Grace allows gets
+	// the measured grace instead (ConfigFor).
+	Measured MeasuredGrace
+}
+
+// MeasuredGrace looks up the drain grace measured for the workers of job
+// in namespace (an ElasticScaler's status.drain.gracePeriodSeconds); ok
+// is false when nothing was measured.
+type MeasuredGrace interface {
+	DrainGrace(namespace, job string) (grace time.Duration, ok bool)
+}
+
+// ConfigFor is the injection settings for pod in namespace: Config, with
+// the drain grace raised to the one measured for the pod's job when that
+// is longer. The pod's termination grace period follows (Inject): the
+// grace plus a margin, never below what the pod asks for.
+func (h *Handler) ConfigFor(namespace string, pod *corev1.Pod) Config {
+	cfg := h.Config
+	job, ok := pod.Labels[JobLabel]
+	if h.Measured == nil || !ok {
+		return cfg
+	}
+	if g, ok := h.Measured.DrainGrace(namespace, job); ok && g > cfg.Grace {
+		cfg.Grace = g
+	}
+	return cfg
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -85,7 +113,7 @@ func (h *Handler) Review(req *admissionv1.AdmissionRequest) (*admissionv1.Admiss
 	if ns == "" {
 		ns = pod.Namespace
 	}
-	patch, skipped, err := Patch(&pod, ns, h.Config)
+	patch, skipped, err := Patch(&pod, ns, h.ConfigFor(ns, &pod))
 	switch {
 	case err != nil:
 		return h.refuse(req, err), "denied"

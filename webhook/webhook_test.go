@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 )
@@ -68,5 +69,57 @@ func TestTheWebhookAnswers(t *testing.T) {
 	want := []string{"injected", "skipped", "skipped", "skipped", "denied", "denied", "invalid", "invalid"}
 	if strings.Join(results, ",") != strings.Join(want, ",") {
 		t.Errorf("observed %v, want %v", results, want)
+	}
+}
+
+// graces is a MeasuredGrace of fixed figures, by "namespace/job".
+type graces map[string]time.Duration
+
+func (g graces) DrainGrace(namespace, job string) (time.Duration, bool) {
+	d, ok := g[namespace+"/"+job]
+	return d, ok
+}
+
+// A job whose drains were measured longer than the configured grace gets
+// the measured one (and its termination grace period with it); a shorter
+// measurement, another job, or a pod that asks for more changes nothing.
+func TestAMeasuredDrainGraceLengthensTheConfiguredOne(t *testing.T) {
+	h := &Handler{Config: DefaultConfig("ringside:test"), Measured: graces{"team-a/j": 70 * time.Second, "team-a/quick": time.Second}}
+	for _, tc := range []struct {
+		name      string
+		job       string
+		podGrace  string // the pod's own terminationGracePeriodSeconds, "" for none
+		wantDrain string
+		wantTGPS  float64
+	}{
+		{"measured longer", "j", "", "--grace=1m10s", 85},
+		{"measured shorter than configured", "quick", "", "--grace=25s", 40},
+		{"nothing measured", "other", "", "--grace=25s", 40},
+		{"the pod asks for more", "j", `,"terminationGracePeriodSeconds":300`, "--grace=1m10s", 300},
+	} {
+		pod := []byte(`{"metadata":{"name":"p","labels":{"ringside.dev/job":"` + tc.job + `"}},"spec":{"containers":[{"name":"t","image":"x","command":["x"]}]` + tc.podGrace + `}}`)
+		r, _ := admit(t, h, review("CREATE", pod))
+		if r == nil || !r.Allowed || r.Patch == nil {
+			t.Fatalf("%s: %+v, want injected", tc.name, r)
+		}
+		var ops []struct {
+			Path  string `json:"path"`
+			Value any    `json:"value"`
+		}
+		if err := json.Unmarshal(r.Patch, &ops); err != nil {
+			t.Fatal(err)
+		}
+		var tgps float64
+		for _, op := range ops {
+			if op.Path == "/spec/terminationGracePeriodSeconds" {
+				tgps, _ = op.Value.(float64)
+			}
+		}
+		if tc.podGrace != "" && tgps == 0 {
+			tgps = 300 // left as the pod had it: no operation
+		}
+		if tgps != tc.wantTGPS || !strings.Contains(string(r.Patch), tc.wantDrain) {
+			t.Errorf("%s: termination grace %v, patch %s; want %v and the sidecar's %s", tc.name, tgps, r.Patch, tc.wantTGPS, tc.wantDrain)
+		}
 	}
 }

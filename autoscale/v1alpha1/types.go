@@ -208,7 +208,8 @@ type ElasticScalerStatus struct {
 	Goodput *float64 `json:"goodput,omitempty"`
 
 	// Phase sums the conditions up in one word, for `kubectl get`:
-	// Stable, Resizing, Measuring, EtcdUnreachable, Blocked or Stopped
+	// Stable, Resizing, Measuring, EtcdUnreachable, Blocked, Stopped or
+	// Suspended
 	// (see the Phase constants).
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
@@ -235,12 +236,35 @@ type ElasticScalerStatus struct {
 	// +optional
 	Throughput []WorldSizeThroughput `json:"throughput,omitempty"`
 
+	// Drain is what the job's drains measured, and the drain grace the
+	// webhook gives its new workers from it; absent before the job's
+	// first drain.
+	// +optional
+	Drain *DrainStatus `json:"drain,omitempty"`
+
 	// Conditions are AbleToScale, ScalingActive and ScalingLimited, as
-	// in a HorizontalPodAutoscaler.
+	// in a HorizontalPodAutoscaler; Suspended while a queue (Kueue)
+	// holds the target; JobStopped when trainer crashes stopped the job.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// DrainStatus is how long the job's workers took to drain (the sidecars
+// store each drain's duration in etcd) and the grace it asks for.
+type DrainStatus struct {
+	// Samples is how many drains the figures hold (the newest, up to 64).
+	Samples int32 `json:"samples"`
+	// P99Seconds is their 99th percentile (nearest rank: with fewer than
+	// 100, the slowest).
+	P99Seconds float64 `json:"p99Seconds"`
+	// GracePeriodSeconds is P99Seconds times the controller's safety
+	// factor, rounded up and bounded by its --drain-grace-max: the drain
+	// grace the webhook gives the job's new workers when it is above the
+	// webhook's own --drain-grace (their termination grace period is 15 s
+	// more, and never less than the pod asks for).
+	GracePeriodSeconds int32 `json:"gracePeriodSeconds"`
 }
 
 // WorldSizeThroughput is the job's measured throughput at one world size.
@@ -270,11 +294,15 @@ type ElasticScalerList struct {
 }
 
 // Phase is the one-word summary of an ElasticScaler's conditions.
-// +kubebuilder:validation:Enum=Stable;Resizing;Measuring;EtcdUnreachable;Blocked;Stopped
+// +kubebuilder:validation:Enum=Stable;Resizing;Measuring;EtcdUnreachable;Blocked;Stopped;Suspended
 type Phase string
 
 // The phases, first match wins from the top.
 const (
+	// PhaseSuspended: a queue (Kueue) suspended the target or holds its
+	// pods (Suspended); the controller neither scales it nor reads its
+	// job as failing until it resumes.
+	PhaseSuspended Phase = "Suspended"
 	// PhaseStopped: trainer crashes stopped the job (JobStopped).
 	PhaseStopped Phase = "Stopped"
 	// PhaseBlocked: the controller cannot scale (AbleToScale is false:
@@ -307,4 +335,9 @@ const (
 	// step generation after generation); the message says which workers,
 	// their exit and its cause. Absent while the job runs.
 	JobStopped = "JobStopped"
+	// Suspended: a queue holds the target: its spec.suspend (a Job, a
+	// JobSet) or spec.runPolicy.suspend (a Kubeflow job) is true, or all
+	// its pods wait behind Kueue's admission scheduling gate. Absent
+	// while it runs.
+	Suspended = "Suspended"
 )

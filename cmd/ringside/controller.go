@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
@@ -81,6 +82,8 @@ leases.coordination.k8s.io in --leader-elect-namespace.`,
 	f.DurationVar(&le.RenewDeadline, "leader-elect-renew-deadline", le.RenewDeadline, "how long the leader retries renewing before it gives up leading (less than the lease duration)")
 	f.DurationVar(&le.RetryPeriod, "leader-elect-retry-period", le.RetryPeriod, "how often the leader renews and a standby tries to acquire the lease")
 	f.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, `address of /metrics, /healthz and /readyz ("" serves none)`)
+	f.Float64Var(&c.DrainSafetyFactor, "drain-safety-factor", c.DrainSafetyFactor, "a job's measured drain grace (status.drain.gracePeriodSeconds, which the webhook gives its new workers when longer than its --drain-grace) is the 99th percentile of its drains times this, rounded up to a second (1-100)")
+	f.DurationVar(&c.DrainGraceMax, "drain-grace-max", c.DrainGraceMax, "the longest measured drain grace (at least 1s): drains that keep running into their grace stop raising it here")
 	return cmd
 }
 
@@ -92,6 +95,12 @@ func (o controllerOptions) validate() error {
 	}
 	if c.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", c.Workers))
+	}
+	if c.DrainSafetyFactor < 1 || c.DrainSafetyFactor > 100 {
+		errs = append(errs, fmt.Errorf("--drain-safety-factor must be in 1-100, got %v", c.DrainSafetyFactor))
+	}
+	if c.DrainGraceMax < time.Second {
+		errs = append(errs, fmt.Errorf("--drain-grace-max must be at least 1s, got %s", c.DrainGraceMax))
 	}
 	if le.Enabled {
 		if le.Namespace == "" || le.Name == "" {

@@ -40,6 +40,8 @@ func TestControllerRefusesBadFlagsWithTheirNames(t *testing.T) {
 		{[]string{"--leader-elect-renew-deadline", "20s"}, "want --leader-elect-lease-duration (15s) > --leader-elect-renew-deadline (20s)"},
 		{[]string{"--leader-elect-lease-name", ""}, "--leader-elect-lease-name must not be empty"},
 		{[]string{"--etcd-endpoints", ""}, "endpoint"},
+		{[]string{"--drain-safety-factor", "0.5"}, "--drain-safety-factor must be in 1-100, got 0.5"},
+		{[]string{"--drain-grace-max", "0s"}, "--drain-grace-max must be at least 1s, got 0s"},
 		{[]string{"--kubeconfig", missing}, "--kubeconfig " + missing},
 		{[]string{"--kubeconfig", garbage}, "--kubeconfig " + garbage},
 		{[]string{"extra"}, `unknown command "extra"`},

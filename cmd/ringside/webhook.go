@@ -1,13 +1,20 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/ringside/ringside/autoscale"
 
 	"github.com/ringside/ringside/webhook"
 )
@@ -16,7 +23,8 @@ func newWebhookCmd() *cobra.Command {
 	cfg := webhook.DefaultConfig("")
 	srv := webhook.ServerConfig{Addr: ":9443"}
 	h := &webhook.Handler{}
-	var cpu, memory, memoryLimit, pullPolicy string
+	var cpu, memory, memoryLimit, pullPolicy, kubeconfig string
+	var measured bool
 	cmd := &cobra.Command{
 		Use:   "webhook",
 		Short: "Run the admission webhook that injects the sidecar into worker pods",
@@ -29,7 +37,11 @@ The sidecar runs as a native sidecar (an init container with restartPolicy
 Always: it starts before the trainer and stops after it), with the shared
 emptyDir for the API socket at /var/run/ringside, the downward-API
 environment, probes on its --probe-addr, only the NET_ADMIN capability, and
-a termination grace period that leaves its drain room. The trainer
+a termination grace period that leaves its drain room: --drain-grace, or
+with --measured-drain-grace the grace the controller measured from the
+job's drains when that is longer (an ElasticScaler's
+status.drain.gracePeriodSeconds), plus 15 s, and never less than the pod
+asks for. The trainer
 container gets RINGSIDE_SOCKET. Pod annotations shape it:
 
   ringside.dev/inject: "false"     leave this pod alone
@@ -39,6 +51,11 @@ container gets RINGSIDE_SOCKET. Pod annotations shape it:
                                    the sidecar does not await them
   ringside.dev/slots: "8"          ranks in the pod (default: its nvidia.com/gpu limit)
   ringside.dev/container: trainer  the trainer container (default: the first)
+
+With --gang-scheduling, each pod also joins its job's pod group (the label
+scheduling.x-k8s.io/pod-group for scheduler-plugins' coscheduling, the
+annotation scheduling.k8s.io/group-name for Volcano, both the job's name,
+unless the pod names a group of its own).
 
 A pod whose settings conflict (a volume, port or container name the sidecar
 needs, restart mode without a command, a job label that cannot name a job)
@@ -69,7 +86,10 @@ change.`,
 				return err
 			}
 			h.Config, h.Log = cfg, slog.Default()
-			return webhook.Serve(cmd.Context(), srv, h, slog.Default())
+			if !measured {
+				return webhook.Serve(cmd.Context(), srv, h, slog.Default())
+			}
+			return serveMeasured(cmd.Context(), srv, h, kubeconfig)
 		},
 	}
 	f := cmd.Flags()
@@ -90,9 +110,38 @@ change.`,
 	f.StringVar(&memoryLimit, "sidecar-memory-limit", "256Mi", "the sidecar's memory limit (empty: none)")
 	f.BoolVar(&cfg.SocketReset, "socket-reset", cfg.SocketReset, "give the sidecar NET_ADMIN (it then runs as uid 0) to destroy the trainer's sockets to a dead peer; false: the sidecar runs as a non-root user with no capability, and a silent peer costs the collective's timeout")
 	f.StringVar(&cfg.PreemptionNoticeURL, "preemption-notice-url", "", "instance metadata URL the sidecars ask for a preemption notice (their --preemption-notice-url); empty: taints and SIGTERM only")
+	f.BoolVar(&cfg.GangScheduling, "gang-scheduling", false, "put each pod in its job's pod group (label scheduling.x-k8s.io/pod-group and annotation scheduling.k8s.io/group-name, named as the job) for a gang scheduler; the controller keeps the PodGroup with minMember the ElasticScaler's minReplicas")
+	f.BoolVar(&measured, "measured-drain-grace", false, "give a job's new workers the drain grace its ElasticScaler measured (status.drain.gracePeriodSeconds) when longer than --drain-grace; needs list and watch of elasticscalers.ringside.dev")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "with --measured-drain-grace: kubeconfig file (default: in-cluster credentials, then $KUBECONFIG or ~/.kube/config)")
 	f.BoolVar(&h.AllowOnError, "allow-on-error", false, "admit a pod that cannot be injected untouched (with a warning) instead of denying it")
 	f.StringSliceVar(&h.SkipNamespaces, "skip-namespace", nil, "namespaces never injected (ringside's own), comma-separated")
 	return cmd
+}
+
+// serveMeasured serves h with the drain graces of the ElasticScalers that
+// the API server of kubeconfig holds, once their cache has synced.
+func serveMeasured(ctx context.Context, srv webhook.ServerConfig, h *webhook.Handler, kubeconfig string) error {
+	restCfg, err := kubeConfig(kubeconfig)
+	if err != nil {
+		return err
+	}
+	restCfg.UserAgent = "ringside-webhook"
+	dyn, err := dynamic.NewForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("--measured-drain-grace: %w", err)
+	}
+	klog.SetSlogLogger(slog.Default())
+	graces := autoscale.NewDrainGraces(dyn, "")
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { graces.Run(ctx) })
+	if !cache.WaitForCacheSync(ctx.Done(), graces.HasSynced) {
+		return ctx.Err()
+	}
+	h.Measured = graces
+	return webhook.Serve(ctx, srv, h, slog.Default())
 }
 
 func sidecarResources(cpu, memory, memoryLimit string) (corev1.ResourceRequirements, error) {

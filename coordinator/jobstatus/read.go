@@ -45,6 +45,7 @@ type contents struct {
 	beats      map[string]record.Status
 	finished   map[string]int64 // generation each member's trainer finished in
 	stragglers []Straggler
+	drains     []float64
 	leader     string
 	leaderRev  int64
 	warnings   []string
@@ -61,6 +62,10 @@ func parse(prefix string, kvs []*mvccpb.KeyValue) *contents {
 		switch {
 		case rel == record.GenerationKey:
 			c.gen, err = record.DecodeGeneration(kv.Value)
+		case rel == record.DrainsKey:
+			var d record.Drains
+			d, err = record.DecodeDrains(kv.Value)
+			c.drains = d.Seconds
 		case strings.HasPrefix(rel, record.MembersDir):
 			err = c.addMember(strings.TrimPrefix(rel, record.MembersDir), kv)
 		case strings.HasPrefix(rel, record.CrashesDir):
@@ -117,7 +122,7 @@ func (c *contents) addHeartbeat(id string, value []byte) error {
 // snapshot assembles the rows: the generation's members in ring order,
 // then the registered members outside it, except the standby ones.
 func (c *contents) snapshot(now time.Time) Snapshot {
-	s := Snapshot{Time: now, Leader: c.leader, Warnings: c.warnings, Members: []Member{}, Stragglers: c.stragglers}
+	s := Snapshot{Time: now, Leader: c.leader, Warnings: c.warnings, Members: []Member{}, Stragglers: c.stragglers, DrainSeconds: c.drains}
 	byID := make(map[string]record.MemberInfo, len(c.registered))
 	for _, info := range c.registered {
 		byID[info.ID] = info

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -337,6 +338,7 @@ func TestReadCarriesComputeTimesAndTheLeadersStragglers(t *testing.T) {
 		{"status/w1", mustJSON(record.Status{Step: 71, Generation: 2, ComputeTimeS: 0.08, WaitTimeS: 0.01, Time: time.Now()})},
 		{"stragglers/w1", mustJSON(finding)},
 		{"stragglers/w9", `{"generation":0}`},
+		{"drains", `{"seconds":[1.5,0.25]}`},
 	}
 	for _, k := range keys {
 		if _, err := client.Put(ctx, "/ringside/default/slow/"+k.key, k.value); err != nil {
@@ -352,6 +354,9 @@ func TestReadCarriesComputeTimesAndTheLeadersStragglers(t *testing.T) {
 	}
 	if len(got.Stragglers) != 1 || got.Stragglers[0].Member != "w1" || got.Stragglers[0].SinceStep != 40 {
 		t.Errorf("stragglers %+v, want w1's finding only", got.Stragglers)
+	}
+	if !slices.Equal(got.DrainSeconds, []float64{1.5, 0.25}) {
+		t.Errorf("drain seconds %v, want [1.5 0.25]", got.DrainSeconds)
 	}
 	if len(got.Warnings) != 1 || !strings.Contains(got.Warnings[0], "stragglers/w9") {
 		t.Errorf("warnings %q, want the malformed finding of w9 named", got.Warnings)

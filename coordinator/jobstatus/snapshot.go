@@ -45,8 +45,11 @@ type Snapshot struct {
 	Standby []string `json:"standby,omitempty"`
 	// Stragglers are the members the leader names stragglers, by id.
 	Stragglers []Straggler `json:"stragglers,omitempty"`
-	Totals     Totals      `json:"totals"`
-	Warnings   []string    `json:"warnings,omitempty"`
+	// DrainSeconds are the durations of the job's newest drains, oldest
+	// first (record.Drains).
+	DrainSeconds []float64 `json:"drain_seconds,omitempty"`
+	Totals       Totals    `json:"totals"`
+	Warnings     []string  `json:"warnings,omitempty"`
 }
 
 // Member is one row of a snapshot. The heartbeat fields are zero when the

@@ -11,6 +11,7 @@
 //	generation     the leader only, permanent: Generation (DecodeGeneration)
 //	status/<id>    each member, throttled, on its lease: Status (DecodeStatus)
 //	crashes/<id>   each member, its trainer's newest crash, on its lease: Crash (DecodeCrash)
+//	drains         each draining member, permanent: the newest drain durations (DecodeDrains)
 //
 // A decoder checks what the key space promises (a member's id matches its
 // key, a generation's ranks are contiguous), so a reader can report a

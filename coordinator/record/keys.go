@@ -30,6 +30,9 @@ const (
 	// StragglersDir holds stragglers/<id>: the leader's finding that
 	// member id computes slower than the job (Straggler).
 	StragglersDir = "stragglers/"
+	// DrainsKey holds the durations of the members' drains (Drains),
+	// without a lease.
+	DrainsKey = "drains"
 )
 
 // Prefix is the key prefix of job in namespace, ending in "/".

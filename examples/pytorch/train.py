@@ -78,7 +78,11 @@ def parse_args(argv=None):
                    help="live mode: append what each group's sync moved and what commits took so far to "
                         "DIR/<member>-<pid>.jsonl, one line per group formed (for `ringside bench recovery`)")
     p.add_argument("--checkpoint", default="", help="restart mode: the checkpoint file rank 0 writes and every rank reads")
-    p.add_argument("--checkpoint-every", type=int, default=1, help="restart mode: steps between checkpoints")
+    p.add_argument("--checkpoint-dir", default="",
+                   help="live mode: the directory rank 0 writes the last commit to (every --checkpoint-every steps and "
+                        "when drained) and every trainer starts from, so a job that lost every member (suspended by a "
+                        "queue, all pods preempted) resumes from its last commit")
+    p.add_argument("--checkpoint-every", type=int, default=1, help="steps between checkpoints")
     p.add_argument("--log-level", default=os.environ.get("RINGSIDE_LOG_LEVEL", "info"))
     a = p.parse_args(argv)
     if a.steps < 0 or a.step_time < 0 or a.batch < 1 or a.checkpoint_every < 1:
@@ -176,7 +180,8 @@ def run_live(a, log):
 
     try:
         done = elastic.run(train, state, socket=a.socket, connect_timeout=a.connect_timeout,
-                           timeout=a.collective_timeout)
+                           timeout=a.collective_timeout, checkpoint_dir=a.checkpoint_dir or None,
+                           checkpoint_every=a.checkpoint_every)
     except (SidecarUnreachable, IncompatibleSidecar, SidecarLost) as e:
         log.error("%s", e)
         return EXIT_NO_SIDECAR

@@ -234,7 +234,8 @@ func checkContainers(t *testing.T, objs []Object) {
 }
 
 // checkRBAC: no wildcard anywhere, nothing that writes pods or reads
-// Secrets, nothing that escalates; the webhook has no token at all.
+// Secrets, nothing that escalates; the webhook has no token unless it
+// watches ElasticScalers for the measured drain grace.
 func checkRBAC(t *testing.T, objs []Object) {
 	t.Helper()
 	forbiddenVerbs := []string{"*", "delete", "deletecollection", "escalate", "bind", "impersonate"}
@@ -259,10 +260,24 @@ func checkRBAC(t *testing.T, objs []Object) {
 			}
 		}
 	}
+	// The webhook reads ElasticScalers (and nothing else) only for the
+	// measured drain grace; otherwise it calls no API.
+	var webhookRole []rule
+	for _, o := range Find(objs, "ClusterRole") {
+		if strings.HasSuffix(o.Name, "-webhook") {
+			webhookRole, _, _ = unstructuredRules(o)
+		}
+	}
+	for _, r := range webhookRole {
+		if !slices.Equal(r.groups, []string{"ringside.dev"}) || !slices.Equal(r.resources, []string{"elasticscalers"}) || !slices.Equal(r.verbs, []string{"list", "watch"}) {
+			t.Errorf("the webhook's ClusterRole grants %+v; it only lists and watches ElasticScalers", r)
+		}
+	}
 	for _, o := range Find(objs, "ServiceAccount") {
 		sa := o.Typed.(*corev1.ServiceAccount)
-		if strings.HasSuffix(o.Name, "-webhook") && (sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken) {
-			t.Errorf("the webhook's ServiceAccount mounts a token; it calls no API")
+		token := sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken
+		if strings.HasSuffix(o.Name, "-webhook") && token != (webhookRole != nil) {
+			t.Errorf("the webhook's ServiceAccount mounts a token: %v, with a ClusterRole: %v; it needs one only with the other", token, webhookRole != nil)
 		}
 	}
 }
@@ -339,6 +354,32 @@ func TestTheControllerMayScaleOnlyTheConfiguredKinds(t *testing.T) {
 	if want := []string{"apps/statefulsets/scale", "apps/deployments/scale"}; !slices.Equal(scale, want) {
 		t.Errorf("scalable %v, want %v", scale, want)
 	}
+	// Jobs (Kueue's): their parallelism, patched on the Job; the other
+	// kinds read only, for a queue's spec.suspend.
+	objs, err = Template(t, "-f", profiles(t)["default"], "--set", "controller.scaleTargets[0].apiGroup=apps", "--set", "controller.scaleTargets[0].resources={statefulsets,deployments}",
+		"--set", "controller.scaleTargets[1].apiGroup=batch", "--set", "controller.scaleTargets[1].resources={jobs}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	verbs := map[string][]string{}
+	for _, o := range Find(objs, "ClusterRole") {
+		if !strings.HasSuffix(o.Name, "-controller") {
+			continue
+		}
+		rules, _, _ := unstructuredRules(o)
+		for _, r := range rules {
+			for _, res := range r.resources {
+				if res == "jobs" || res == "statefulsets" || res == "deployments" {
+					verbs[r.groups[0]+"/"+res] = r.verbs
+				}
+			}
+		}
+	}
+	for res, want := range map[string][]string{"batch/jobs": {"get", "patch"}, "apps/statefulsets": {"get"}, "apps/deployments": {"get"}} {
+		if !slices.Equal(verbs[res], want) {
+			t.Errorf("the controller's verbs on %s: %v, want %v", res, verbs[res], want)
+		}
+	}
 }
 
 func TestTheGeneratedSecretsAreSharedWithTheWorkerNamespaces(t *testing.T) {
@@ -395,6 +436,9 @@ func TestTheSchemaRejectsBadValues(t *testing.T) {
 		{"a socket reset that is a word", "webhook.sidecar.socketReset=yes", "/webhook/sidecar/socketReset"},
 		{"a service monitor switch that is neither boolean nor auto", "monitoring.serviceMonitor.enabled=sometimes", "/monitoring/serviceMonitor/enabled"},
 		{"a worker namespace that is no DNS label", "workers.namespaces={ML_Team}", "/workers/namespaces/0"},
+		{"a drain safety factor below 1", "controller.drainSafetyFactor=0.5", "/controller/drainSafetyFactor"},
+		{"a drain grace max that is not a duration", "controller.drainGraceMax=long", "/controller/drainGraceMax"},
+		{"a measured drain grace switch that is a word", "webhook.sidecar.measuredDrainGrace=yes", "/webhook/sidecar/measuredDrainGrace"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Template(t, "--set", tc.set)

@@ -461,15 +461,18 @@ func runController(ctx context.Context, t *testing.T, ns string) (stop func()) {
 	return runControllerOn(ctx, t, ns, env.EtcdClient)
 }
 
-// runControllerOn runs the controller for namespace ns on etcd until the
-// returned stop is called.
-func runControllerOn(ctx context.Context, t *testing.T, ns string, etcd *clientv3.Client) (stop func()) {
+// runControllerOn runs the controller for namespace ns on etcd, its
+// config changed by each of mutate, until the returned stop is called.
+func runControllerOn(ctx context.Context, t *testing.T, ns string, etcd *clientv3.Client, mutate ...func(*autoscale.Config)) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	cfg := autoscale.DefaultConfig()
 	cfg.Namespace, cfg.SyncPeriod, cfg.MetricsAddr = ns, time.Second, ""
 	cfg.MeasureSettle = 3 * time.Second // past the re-form's rates, quickly
 	cfg.LeaderElection.Enabled = false
+	for _, m := range mutate {
+		m(&cfg)
+	}
 	done := make(chan error, 1)
 	go func() {
 		done <- autoscale.Run(ctx, env.ControlPlane.Config, etcd, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
