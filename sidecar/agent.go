@@ -30,12 +30,13 @@ import (
 
 // Agent is a running sidecar.
 type Agent struct {
-	cfg     Config
-	base    *slog.Logger // without the agent's attributes, for packages that add their own
-	log     *slog.Logger
-	metrics *metrics
-	events  *broadcaster
-	nccl    map[string]string
+	cfg       Config
+	probeAddr atomic.Value // string: where the probe server listens, once it does
+	base      *slog.Logger // without the agent's attributes, for packages that add their own
+	log       *slog.Logger
+	metrics   *metrics
+	events    *broadcaster
+	nccl      map[string]string
 
 	client *clientv3.Client
 	job    *coordinator.Job
@@ -295,6 +296,7 @@ func (a *Agent) serveAPI() error {
 			return fmt.Errorf("probe address: %w", err)
 		}
 		probes = l
+		a.probeAddr.Store(l.Addr().String())
 	}
 	a.serve(&http.Server{Handler: a.handler(), ReadHeaderTimeout: 10 * time.Second, ConnContext: connContext}, "API", listeners...)
 	if probes != nil {
@@ -583,4 +585,12 @@ func (a *Agent) releaseStartupPages() {
 		return
 	}
 	a.log.Debug("startup pages released", "mib", n/footprint.MiB)
+}
+
+// ProbeAddr returns the address the probe server listens on (the port
+// bound, where the configured one was 0); empty until it listens, or
+// without one.
+func (a *Agent) ProbeAddr() string {
+	addr, _ := a.probeAddr.Load().(string)
+	return addr
 }

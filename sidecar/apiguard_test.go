@@ -305,8 +305,8 @@ func TestHTTPAddrIsLoopbackUnlessAllowed(t *testing.T) {
 // and nothing of the trainer API, not even with the token.
 func TestTheProbeAddressServesHealthAndMetricsOnly(t *testing.T) {
 	srv := etcdtest.Start(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
-	a := sidecartest.Start(t, srv.Endpoints(), "probe", "w0", func(c *sidecar.Config) { c.ProbeAddr = addr })
+	a := sidecartest.Start(t, srv.Endpoints(), "probe", "w0", func(c *sidecar.Config) { c.ProbeAddr = "127.0.0.1:0" })
+	addr := a.ProbeAddr()
 	token, err := os.ReadFile(api.TokenPath(a.Socket))
 	if err != nil {
 		t.Fatal(err)

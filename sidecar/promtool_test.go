@@ -2,7 +2,6 @@ package sidecar_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -22,8 +21,8 @@ import (
 // vector without any is not in the exposition, and so not checked.
 func TestTheSidecarsMetricsPassPromtool(t *testing.T) {
 	srv := etcdtest.Start(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))
-	a := sidecartest.Start(t, srv.Endpoints(), "promtool", "w0", func(c *sidecar.Config) { c.ProbeAddr = addr })
+	a := sidecartest.Start(t, srv.Endpoints(), "promtool", "w0", func(c *sidecar.Config) { c.ProbeAddr = "127.0.0.1:0" })
+	addr := a.ProbeAddr()
 	trainer := client.New(a.Socket)
 	defer trainer.Close()
 	if _, err := trainer.Rendezvous(context.Background(), 0, 10*time.Second); err != nil {

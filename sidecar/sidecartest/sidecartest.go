@@ -89,6 +89,7 @@ func Start(t testing.TB, endpoints []string, job, id string, mutate ...func(*sid
 	select {
 	case <-a.Started():
 	case err := <-errc:
+		stopped, runErr = true, err // the cleanup's stop must not wait for it again
 		t.Fatalf("sidecar %s stopped at start: %v", id, err)
 	}
 	return &Agent{Agent: a, Socket: cfg.Socket, stop: stop}
