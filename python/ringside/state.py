@@ -841,6 +841,10 @@ class State:
         others as the next group forms: the commit's step, its parameter
         digest and its commit digest (see sync), packed."""
         self.restore()
+        return self._commit_entry()
+
+    def _commit_entry(self) -> bytes:
+        """The last commit's step, parameter digest and commit digest, packed."""
         return _ENTRY.pack(self._snapshot["step"], self._params_digest(), commit_digest(self._snapshot))
 
     def sync(self) -> int:
@@ -879,15 +883,8 @@ class State:
         entries = _entries(hellos, world)
         if entries is None:
             self.restore()
+            entries = _entries(self._gather_hellos(world, dev), world)
         restored = self._params_digest()
-        if entries is None:
-            own_step = self._snapshot["step"]
-            mine_t = torch.tensor([own_step] + list(restored) + list(commit_digest(self._snapshot)),
-                                  dtype=torch.int64, device=dev)
-            commits = [torch.zeros_like(mine_t) for _ in range(world)]
-            _collective(dist.all_gather, commits, mine_t)
-            entries = [(int(t[0].item()), bytes(int(x) for x in t[1:33].tolist()),
-                        bytes(int(x) for x in t[33:].tolist())) for t in commits]
         src, behind = plan_sync(entries)
         if not behind and all(e == entries[src] for e in entries):
             self.stats["last_sync_bytes"] = 0
@@ -931,6 +928,17 @@ class State:
                                                        ": " + problem if problem else ""))
         self._synced_generation = self.generation
         return src
+
+    def _gather_hellos(self, world, dev):
+        """Every rank's _hello, in one all-gather of the current group (what
+        the formation's exchange gives run() without a collective)."""
+        import torch
+        import torch.distributed as dist
+
+        mine = torch.tensor(list(self._commit_entry()), dtype=torch.uint8, device=dev)
+        all_t = [torch.zeros_like(mine) for _ in range(world)]
+        _collective(dist.all_gather, all_t, mine)
+        return [bytes(t.cpu().tolist()) for t in all_t]
 
     def _transfer(self, header, payload, src, behind, broadcast, dev):
         """Moves the header and the payload from src to the ranks behind

@@ -1,5 +1,6 @@
 """The abort watchdog and the re-execution it falls back to."""
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -26,6 +27,24 @@ def group(stuck_after):
     return g, stuck
 
 
+@contextlib.contextmanager
+def computing():
+    """A thread computing (the training thread not blocked) while in the block."""
+    done = threading.Event()
+
+    def spin():
+        while not done.is_set():
+            sum(i * i for i in range(10000))
+
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        yield
+    finally:
+        done.set()
+        t.join()
+
+
 class WatchdogTest(unittest.TestCase):
     def test_an_idle_process_blocked_after_the_abort_is_called_stuck(self):
         g, stuck = group(0.3)
@@ -42,20 +61,9 @@ class WatchdogTest(unittest.TestCase):
 
     def test_a_computing_process_is_not_stuck(self):
         g, stuck = group(0.3)
-        done = threading.Event()
-
-        def spin():  # the training thread computing, not blocked
-            while not done.is_set():
-                sum(i * i for i in range(10000))
-
-        t = threading.Thread(target=spin)
-        t.start()
-        try:
+        with computing():
             g.abort("test")
             self.assertFalse(stuck.wait(1.2), "on_stuck was called while the process computed")
-        finally:
-            done.set()
-            t.join()
         self.assertTrue(stuck.wait(3), "on_stuck was not called once the process went idle")
 
     @unittest.skipUnless(hasattr(os, "sched_setaffinity") and os.path.exists("/proc/self/task"), "Linux only")
@@ -71,20 +79,9 @@ class WatchdogTest(unittest.TestCase):
             self.addCleanup(h.wait)
             self.addCleanup(h.kill)
         g, stuck = group(0.3)
-        done = threading.Event()
-
-        def spin():
-            while not done.is_set():
-                sum(i * i for i in range(10000))
-
-        t = threading.Thread(target=spin)
-        t.start()
-        try:
+        with computing():
             g.abort("test")
             self.assertFalse(stuck.wait(1.5), "on_stuck was called while the process computed on a crowded CPU")
-        finally:
-            done.set()
-            t.join()
 
     def test_off_when_stuck_after_is_none(self):
         g, stuck = group(None)
