@@ -37,7 +37,13 @@ func TestAFileThatAppearsIsANotice(t *testing.T) {
 		t.Fatalf("notice %q before the file exists", why)
 	case <-time.After(50 * time.Millisecond):
 	}
-	if err := os.WriteFile(path, []byte("spot reclaim at 12:00\n"), 0o644); err != nil {
+	// Written whole, as a notice agent does (write, then rename): the
+	// watcher may look between a plain write's create and its data.
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte("spot reclaim at 12:00\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
 	if why := <-got; why != "preemption notice in "+path+": spot reclaim at 12:00" {
