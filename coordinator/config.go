@@ -116,8 +116,8 @@ type testHooks struct {
 	afterCommit  func(g *record.Generation, committed bool, err error)
 	beforeRefute func() // a member slow to refute
 	// refuteWait: a voter whose vote completed a quorum against suspect
-	// begins to wait out the refute window.
-	refuteWait func(suspect string)
+	// begins to wait out the refute window, counted from since.
+	refuteWait func(suspect string, since time.Time)
 	// startWaits: the leader holds back next, the first generation, for
 	// the start window, which ends at end (zero: it has not opened).
 	startWaits func(next *record.Generation, end time.Time)

@@ -33,6 +33,17 @@ type keyspace struct {
 	changed    map[chan struct{}]struct{}
 	voteSubs   map[*voteQueue]struct{}
 	locals     map[string]*Member // this process's members, by id
+	// voteSeen is when this process first saw each vote (by key and
+	// creation revision): the refute window counts from there (see
+	// Member.Suspect).
+	voteSeen map[voteRev]time.Time
+}
+
+// voteRev names one casting of a vote: a repeat keeps its creation
+// revision, a vote refuted and cast again gets a new one.
+type voteRev struct {
+	key string
+	rev int64
 }
 
 func newKeyspace() keyspace {
@@ -43,6 +54,7 @@ func newKeyspace() keyspace {
 		changed:    make(map[chan struct{}]struct{}),
 		voteSubs:   make(map[*voteQueue]struct{}),
 		locals:     make(map[string]*Member),
+		voteSeen:   make(map[voteRev]time.Time),
 	}
 }
 
@@ -279,11 +291,43 @@ func (j *Job) applyVotes(ctx context.Context, events []*clientv3.Event) {
 		}
 		j.refuteIfLocal(ctx, target, v.Lease, ev.Kv)
 		j.keys.mu.Lock()
+		j.keys.sawVote(ev.Kv, j.cfg.TTL)
 		for q := range j.keys.voteSubs {
 			q.push(VoteEvent{Target: target, Voter: voter, Lease: v.Lease})
 		}
 		j.keys.mu.Unlock()
 	}
+}
+
+// sawVote records when kv, a vote, was first seen, and forgets the
+// sightings older than ttl: the deletes of votes are not watched, and a
+// vote without a sighting counts as seen now, which only waits longer.
+// ks.mu is held.
+func (ks *keyspace) sawVote(kv *mvccpb.KeyValue, ttl time.Duration) {
+	now := time.Now()
+	k := voteRev{string(kv.Key), kv.CreateRevision}
+	if _, ok := ks.voteSeen[k]; !ok {
+		ks.voteSeen[k] = now
+	}
+	for k, at := range ks.voteSeen {
+		if now.Sub(at) > ttl {
+			delete(ks.voteSeen, k)
+		}
+	}
+}
+
+// firstSeen returns when this process first saw the earliest of the
+// votes named, or now for a vote it has not seen yet.
+func (ks *keyspace) firstSeen(votes []voteRev) time.Time {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	first := time.Now()
+	for _, k := range votes {
+		if at, ok := ks.voteSeen[k]; ok && at.Before(first) {
+			first = at
+		}
+	}
+	return first
 }
 
 // refuteIfLocal deletes a vote against the current registration of a

@@ -124,6 +124,7 @@ func (m *Member) suspect(ctx context.Context, id string, vote record.Vote) (Verd
 	}
 	// The votes that name the registration we saw, one per voter.
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(targetKey), "=", lease)}
+	var standing []voteRev
 	gone, unreachable := vote.Gone, true
 	for _, kv := range votes {
 		_, voter, v, err := record.DecodeVote(strings.TrimPrefix(string(kv.Key), prefix), kv.Value)
@@ -137,6 +138,7 @@ func (m *Member) suspect(ctx context.Context, id string, vote record.Vote) (Verd
 			// write, since a voter repeats its vote while the suspicion
 			// lasts, and a repeat must not restart the refute window.
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision))
+			standing = append(standing, voteRev{string(kv.Key), kv.CreateRevision})
 			gone = gone || v.Gone
 			unreachable = unreachable && (v.Unreachable || v.Gone)
 		}
@@ -148,9 +150,15 @@ func (m *Member) suspect(ctx context.Context, id string, vote record.Vote) (Verd
 	// votes (a live member does within its etcd round trip), so two
 	// observers that voted at the same moment cannot outrun its answer;
 	// unless a voter found its process gone; the correlated window only
-	// if a voter's check did not find its node unreachable.
+	// if a voter's check did not find its node unreachable. The window
+	// counts from when this process first saw the oldest vote of the
+	// quorum, which the suspect's own watch delivered at about the same
+	// time: the eviction compares every vote, so the suspect had the whole
+	// window to refute that one, and a second voter's check (one probe
+	// timeout) no longer adds to it.
 	if !gone {
-		if err := m.awaitRefutation(ctx, id, !unreachable); err != nil {
+		since := m.job.keys.firstSeen(standing)
+		if err := m.awaitRefutation(ctx, id, !unreachable, since); err != nil {
 			return Voted, err
 		}
 	}
@@ -183,18 +191,19 @@ func (m *Member) suspect(ctx context.Context, id string, vote record.Vote) (Verd
 }
 
 // awaitRefutation gives a silent suspect, id, the time to refute the
-// votes against it: RefuteWindow, stretched, if correlated, to
-// CorrelatedWait of the number of other members that silent votes stand
-// against, read at the end of each wait until no more is due.
-func (m *Member) awaitRefutation(ctx context.Context, id string, correlated bool) error {
+// votes against it, counted from since: RefuteWindow, stretched, if
+// correlated, to CorrelatedWait of the number of other members that
+// silent votes stand against, read at the end of each wait until no more
+// is due.
+func (m *Member) awaitRefutation(ctx context.Context, id string, correlated bool, since time.Time) error {
 	cfg := m.job.cfg
 	if cfg.hooks != nil && cfg.hooks.refuteWait != nil {
-		cfg.hooks.refuteWait(id)
+		cfg.hooks.refuteWait(id, since)
 	}
-	if err := sleep(ctx, cfg.RefuteWindow); err != nil {
+	if err := sleep(ctx, cfg.RefuteWindow-time.Since(since)); err != nil {
 		return err
 	}
-	waited := cfg.RefuteWindow
+	waited := max(cfg.RefuteWindow, time.Since(since))
 	for correlated {
 		others, err := m.othersSilent(ctx, id)
 		if err != nil {

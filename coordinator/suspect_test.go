@@ -370,7 +370,7 @@ func TestARepeatedVoteDoesNotRestartTheRefuteWindow(t *testing.T) {
 	)
 	j, _ = testJob(t, func(c *Config) {
 		c.TTL, c.RefuteWindow = 60*time.Second, 300*time.Millisecond
-		c.hooks = &testHooks{refuteWait: func(suspect string) {
+		c.hooks = &testHooks{refuteWait: func(suspect string, _ time.Time) {
 			if repeated {
 				return
 			}
@@ -403,4 +403,39 @@ func TestARepeatedVoteDoesNotRestartTheRefuteWindow(t *testing.T) {
 		t.Fatal("the refute window was never waited")
 	}
 	await(t, b, "generation without a", hasIDs("b", "c"))
+}
+
+// The refute window counts from when the first vote of the quorum was
+// seen, not from the vote that completed it: the suspect saw that vote
+// as early and could refute it all along, and a second voter's check
+// (one probe timeout for a stopped process) no longer adds to the time a
+// stopped trainer costs the job.
+func TestTheRefuteWindowCountsFromTheFirstVote(t *testing.T) {
+	since := make(chan time.Time, 1)
+	j, _ := testJob(t, func(c *Config) {
+		c.TTL, c.RefuteWindow = 60*time.Second, 300*time.Millisecond
+		c.hooks = &testHooks{refuteWait: func(_ string, at time.Time) { since <- at }}
+	})
+	a, b, c := join(t, j, "a"), join(t, j, "b"), join(t, j, "c")
+	await(t, b, "all three", hasIDs("a", "b", "c"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	votes := j.WatchVotes(ctx)
+	a.Close() // silent from now on: nobody refutes
+
+	if v := suspect(t, b, "a"); v != Voted {
+		t.Fatalf("the first vote: %s, want voted", v)
+	}
+	select {
+	case <-votes:
+	case <-time.After(10 * time.Second):
+		t.Fatal("b's vote was never seen")
+	}
+	seen := time.Now() // b's vote was seen before this
+	if v := suspect(t, c, "a"); v != Evicted {
+		t.Fatalf("the second vote: %s, want evicted", v)
+	}
+	if at := <-since; !at.Before(seen) {
+		t.Fatalf("the refute window counted from %v, after the first vote was seen (before %v)", at.Format(time.StampMicro), seen.Format(time.StampMicro))
+	}
 }
