@@ -102,13 +102,14 @@ func (a *Agent) trainerOnly(h http.HandlerFunc) http.HandlerFunc {
 // mode: the socket's mode and the peer check still guard the API.
 func (a *Agent) listenSocket(path string) (net.Listener, error) {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, socketDirMode); err != nil {
+	sockMode, dirMode := a.socketModes()
+	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return nil, fmt.Errorf("API socket dir: %w", err)
 	}
 	if st, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("API socket dir: %w", err)
 	} else if sys, ok := st.Sys().(*unix.Stat_t); ok && int(sys.Uid) == os.Geteuid() && st.Mode()&fs.ModeSticky == 0 {
-		if err := os.Chmod(dir, socketDirMode); err != nil {
+		if err := os.Chmod(dir, dirMode); err != nil {
 			return nil, fmt.Errorf("API socket dir: %w", err)
 		}
 	} else {
@@ -119,11 +120,23 @@ func (a *Agent) listenSocket(path string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("API socket: %w", err)
 	}
-	if err := os.Chmod(path, socketMode); err != nil {
+	if err := os.Chmod(path, sockMode); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("API socket: %w", err)
 	}
 	return l, nil
+}
+
+// socketModes are the modes of the API socket and of its directory when
+// the sidecar owns it: socketMode and socketDirMode, or open to every uid
+// when the sidecar is told to allow others (a non-root sidecar beside a
+// trainer of another user and group), which could not connect otherwise;
+// the peer check then decides who is the trainer.
+func (a *Agent) socketModes() (socket, dir fs.FileMode) {
+	if len(a.cfg.APIAllowUIDs)+len(a.cfg.APIAllowGIDs) > 0 {
+		return 0o666, 0o755
+	}
+	return socketMode, socketDirMode
 }
 
 // writeToken writes a new random API token to path, mode tokenMode, by a

@@ -213,8 +213,12 @@ func TestAForeignUIDCannotCallTheTrainerAPI(t *testing.T) {
 	sidecartest.Start(t, srv.Endpoints(), "guard", "w1", func(c *sidecar.Config) {
 		c.Socket, c.APIAllowUIDs = allowedSocket, []int{nobody}
 	})
-	os.Chmod(filepath.Dir(allowedSocket), 0o755)
-	os.Chmod(allowedSocket, 0o666)
+	// Opened by the sidecar itself: the allowed uid is of another group.
+	for path, want := range map[string]fs.FileMode{filepath.Dir(allowedSocket): 0o755, allowedSocket: 0o666} {
+		if got := mode(t, path); got != want {
+			t.Errorf("with an allowed uid, %s has mode %v, want %v", path, got, want)
+		}
+	}
 	if code := runAs(t, nobody, allowedSocket, "", []string{"POST /v1/failure"})["POST /v1/failure"]; code != http.StatusAccepted {
 		t.Errorf("an allowed uid: POST /v1/failure answered %d, want 202", code)
 	}

@@ -116,11 +116,13 @@ type Config struct {
 	Version string
 	// SocketReset gives the sidecar NET_ADMIN to destroy the trainer's
 	// sockets to a dead peer, so a collective blocked on a silent peer
-	// fails at once instead of at its timeout. A pod cannot grant a
-	// non-root process an effective capability, so the sidecar then runs
-	// as uid 0; without it, it runs as NonRootUID with no capability, and
-	// a silent peer costs the collective's timeout (a killed one still
-	// fails the collective at once).
+	// fails at once instead of at its timeout, even in a trainer that does
+	// not abort its own (a Horovod job's). A pod cannot grant a non-root
+	// process an effective capability, so the sidecar then runs as uid 0.
+	// Off (the default), it runs as NonRootUID with no capability: the
+	// Python client's live mode aborts its own group on a new generation
+	// (NCCL's abort, a shutdown of gloo's sockets), and restart mode
+	// restarts the processes.
 	SocketReset bool
 	// PreemptionNoticeURL, when set, is the instance metadata URL whose
 	// answer starts the sidecar's drain (its --preemption-notice-url).
@@ -157,7 +159,6 @@ func DefaultConfig(image string) Config {
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
 		},
 		Version:     "v1",
-		SocketReset: true,
 	}
 }
 
@@ -468,8 +469,8 @@ func sidecar(s settings, cfg Config) corev1.Container {
 	if cfg.PreemptionNoticeURL != "" {
 		args = append(args, "--preemption-notice-url="+cfg.PreemptionNoticeURL)
 	}
-	if s.uid != nil && *s.uid != 0 {
-		args = append(args, "--api-allow-uids="+strconv.FormatInt(*s.uid, 10))
+	if uid, ok := trainerToAllow(s.uid, cfg.SocketReset); ok {
+		args = append(args, "--api-allow-uids="+strconv.FormatInt(uid, 10))
 	}
 	mounts := []corev1.VolumeMount{{Name: RunVolume, MountPath: RunDir}}
 	if cfg.EtcdTLSSecret != "" {
@@ -525,6 +526,21 @@ func sidecar(s settings, cfg Config) corev1.Container {
 		SecurityContext:          sidecarSecurity(cfg.SocketReset),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
+}
+
+// trainerToAllow returns the trainer's uid when it differs from the
+// sidecar's, which then takes it for the trainer's: the one the pod names
+// (uid, nil when it names none), or, for an unnamed one, root, the user of
+// most training images (the image's user is not known at admission; a
+// trainer image of another user names it in runAsUser). The sidecar runs
+// as uid 0 with socketReset, else as NonRootUID.
+func trainerToAllow(uid *int64, socketReset bool) (int64, bool) {
+	sidecarUID := int64(NonRootUID)
+	if socketReset {
+		sidecarUID = 0
+	}
+	trainer := ptr.Deref(uid, 0)
+	return trainer, trainer != sidecarUID
 }
 
 // sidecarSecurity is the sidecar's security context: a read-only root, no

@@ -304,6 +304,46 @@ func TestInjectedContainersHoldOnlyTheCapabilitiesTheyNeed(t *testing.T) {
 	}
 }
 
+// The sidecar takes the trainer's uid for the trainer's when the two
+// differ: a root trainer (named, or an image's default) beside the
+// non-root sidecar, or a non-root one beside the root sidecar of socket
+// reset; the same uid needs no flag.
+func TestTheSidecarAllowsATrainerOfAnotherUID(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		uid         *int64
+		socketReset bool
+		want        string // the flag, or "" for none
+	}{
+		{"root trainer by default, non-root sidecar", nil, false, "--api-allow-uids=0"},
+		{"root trainer named, non-root sidecar", ptr.To[int64](0), false, "--api-allow-uids=0"},
+		{"trainer of the sidecar's uid", ptr.To[int64](NonRootUID), false, ""},
+		{"uid 1000 trainer, non-root sidecar", ptr.To[int64](1000), false, "--api-allow-uids=1000"},
+		{"root trainer, root sidecar", nil, true, ""},
+		{"uid 1000 trainer, root sidecar", ptr.To[int64](1000), true, "--api-allow-uids=1000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := secureConfig()
+			cfg.SocketReset = tc.socketReset
+			pod := readPod(t, "live.pod.yaml")
+			pod.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: tc.uid}
+			out, _, err := Inject(pod, "team-a", cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, a := range out.Spec.InitContainers[0].Args {
+				if strings.HasPrefix(a, "--api-allow-uids") {
+					got = append(got, a)
+				}
+			}
+			if want := []string{tc.want}; (tc.want == "" && len(got) > 0) || (tc.want != "" && !cmp.Equal(got, want)) {
+				t.Errorf("sidecar args %v, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 // With gang scheduling, a pod joins its job's pod group for both gang
 // schedulers, unless it names a group of its own; without, it names none.
 func TestGangSchedulingPutsThePodInItsJobsGroup(t *testing.T) {

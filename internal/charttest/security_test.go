@@ -68,11 +68,16 @@ func TestTheWebhookStatesItsTimeoutScopeAndFailurePolicy(t *testing.T) {
 	}
 }
 
-// socketReset false gives the sidecar no capability (the webhook is told
-// so), so the workers can run under Pod Security "restricted".
+// socketReset false (the default) gives the sidecar no capability (the
+// webhook is told so), so the workers can run under Pod Security
+// "restricted".
 func TestSocketResetIsPassedToTheWebhook(t *testing.T) {
-	for _, v := range []string{"true", "false"} {
-		objs, err := Template(t, "--set", "webhook.sidecar.socketReset="+v)
+	for _, v := range []string{"true", "false", ""} {
+		set := []string{"--set", "webhook.sidecar.socketReset=" + v}
+		if v == "" {
+			set, v = nil, "false"
+		}
+		objs, err := Template(t, set...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,14 +14,19 @@ import os
 import socket
 
 
-def _dup_socket(fd):
+def _dup_socket(fd, inode=None):
     """A socket object on a duplicate of fd (closing it leaves fd open), or
-    None."""
+    None; with inode, None unless fd still holds that socket: another
+    thread may have closed fd since it was listed, and the number been
+    given to a new descriptor (a DataLoader's connection to its worker)."""
     try:
         dup = os.dup(fd)
     except OSError:
         return None
     try:
+        if inode is not None and os.fstat(dup).st_ino != inode:
+            os.close(dup)
+            return None
         return socket.socket(fileno=dup)
     except OSError:
         os.close(dup)
@@ -55,8 +60,8 @@ def endpoints(fd):
 _TCP_ESTABLISHED = 1
 
 
-def _tcp_state(fd):
-    s = _dup_socket(fd)
+def _tcp_state(fd, inode):
+    s = _dup_socket(fd, inode)
     if s is None:
         return None
     try:
@@ -77,7 +82,7 @@ def broken(links):
     out = []
     for ino, host in links.items():
         fd = fds.get(ino)
-        state = _tcp_state(fd) if fd is not None else None
+        state = _tcp_state(fd, ino) if fd is not None else None
         if state != _TCP_ESTABLISHED:
             out.append(host)
     return sorted(set(out))
@@ -164,7 +169,7 @@ def shutdown(inodes):
     n = 0
     for ino in inodes:
         fd = fds.get(ino)
-        s = _dup_socket(fd) if fd is not None else None
+        s = _dup_socket(fd, ino) if fd is not None else None
         if s is None:
             continue
         try:
