@@ -62,7 +62,8 @@ type Agent struct {
 	draining  *api.Event
 	gossipped map[string]bool // gossip addresses joined
 	beats     heartbeats
-	beatCh    chan struct{} // capacity 1: a heartbeat arrived since the last flush
+	beatCh    chan struct{}      // capacity 1: a heartbeat arrived since the last flush
+	stepped   chan time.Duration // capacity 1: a step, and how long a pause is a stall (stall.go)
 
 	apiToken string // the API token (apiguard.go); "" without a token file
 
@@ -95,6 +96,7 @@ func New(cfg Config, logger *slog.Logger) (*Agent, error) {
 		gossipped:  make(map[string]bool),
 		presence:   newPresence(cfg.TrainerTimeout, cfg.Slots),
 		beatCh:     make(chan struct{}, 1),
+		stepped:    make(chan time.Duration, 1),
 	}
 	a.stopCtx, a.stop = context.WithCancel(context.Background())
 	a.metrics = newMetrics(a.gossipMembers, a.gossipSuspects)
@@ -240,6 +242,7 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 	})
 	a.wg.Go(a.detect.Wait)
 	a.wg.Go(func() { a.flushHeartbeats(runCtx) })
+	a.wg.Go(func() { a.watchStalls(runCtx) })
 	a.wg.Go(func() { a.followTrainer(runCtx) })
 	a.metrics.straggler.WithLabelValues(cfg.MemberID).Set(0)
 	a.wg.Go(func() { a.member.FollowStraggler(runCtx, a.straggling) })

@@ -627,6 +627,26 @@ func (d *detector) sweep(prev, g *record.Generation, dead []string) {
 	}
 }
 
+// trainerStalled: this member's trainer made no step for after (see
+// Agent.watchStalls). Its ring neighbours are checked: a silent one holds
+// the collective, and its neighbours' trainers stall with this one's, so
+// each silent member is checked by all of its neighbours at once.
+func (d *detector) trainerStalled(after time.Duration) {
+	g := d.generation()
+	if g == nil {
+		return
+	}
+	ids := neighbours(g, d.self)
+	if len(ids) == 0 {
+		return
+	}
+	d.log.Info("the trainer stalled: checking its ring neighbours", "after", after, "neighbours", ids)
+	why := "the trainer made no step for " + after.Round(time.Millisecond).String()
+	for _, id := range ids {
+		d.check(id, why)
+	}
+}
+
 // neighbours returns the checkersPerVote members after id in g's ring
 // and the checkersPerVote before it, each once.
 func neighbours(g *record.Generation, id string) []string {

@@ -734,3 +734,44 @@ func TestDetectorVotesInEtcd(t *testing.T) {
 		awaitKey(t, client, key, false)
 	})
 }
+
+// A trainer that stalls has its member check its ring neighbours, on both
+// sides: a silent one holds the collective.
+func TestDetectorChecksTheNeighboursWhenTheTrainerStalls(t *testing.T) {
+	td := newTestDetector(t)
+	stop := td.start(t)
+	td.SetGeneration(context.Background(), ring(1, []int{0, 1, 2, 3, 4, 5, 6, 7}))
+	td.trace.take()
+	td.trainerStalled(300 * time.Millisecond)
+	stop()
+	if checked, want := td.checked(), []string{"w1", "w2", "w3", "w5", "w6", "w7"}; !slices.Equal(checked, want) {
+		t.Errorf("checked %v after the trainer stalled, want %v (three after w0 and three before)", checked, want)
+	}
+}
+
+func TestAStallIsThreeP90StepsAtLeastTheFloor(t *testing.T) {
+	steps := func(n int, s float64) []float64 {
+		out := make([]float64, n)
+		for i := range out {
+			out[i] = s
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		times []float64
+		want  time.Duration // 0: no pace yet
+	}{
+		{"too few steps to know the pace", steps(stallMinSteps-1, 0.2), 0},
+		{"steady 200 ms steps", steps(stallMinSteps, 0.2), 600 * time.Millisecond},
+		{"the p90, not the median", append(steps(8, 0.1), steps(2, 0.5)...), 1500 * time.Millisecond},
+		{"fast steps: the floor", steps(20, 0.01), stallFloor},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := stallLimit(tc.times)
+			if ok != (tc.want > 0) || (ok && (got < tc.want-time.Millisecond || got > tc.want+time.Millisecond)) {
+				t.Errorf("stallLimit = %v, %v; want %v", got, ok, tc.want)
+			}
+		})
+	}
+}

@@ -73,6 +73,13 @@ func (a *Agent) recordHeartbeat(hb api.Heartbeat) {
 		b.times[b.next] = hb.StepTimeS
 		b.next = (b.next + 1) % stepWindow
 	}
+	if limit, ok := stallLimit(b.times); ok {
+		select {
+		case <-a.stepped: // replaced by the newer limit
+		default:
+		}
+		a.stepped <- limit
+	}
 }
 
 // steppedSince reports whether the trainer sent a heartbeat (a step)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -240,5 +241,34 @@ func TestLostGenerationKeyThenLeaderKilled(t *testing.T) {
 		if r.WorldSize != 3 {
 			t.Fatalf("%s: world size %d, want 3", p.id, r.WorldSize)
 		}
+	}
+}
+
+// TestAStalledTrainerHasItsSilentNeighbourEvicted: a trainer steps at a
+// steady pace, then its collective waits on a SIGSTOPped peer: its
+// sidecar sees the steps stop and checks its ring neighbours at once, and
+// the silent one is evicted (a 60 s TTL leaves only votes to do it).
+func TestAStalledTrainerHasItsSilentNeighbourEvicted(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ps, all := startFour(t, srv.Endpoints())
+	byID := map[string]*sidecarProc{}
+	for _, p := range ps {
+		byID[p.id] = p
+	}
+	ring := ids(all)
+	trainer, victim := byID[ring[0]], byID[ring[1]]
+	for step := 1; step <= 16; step++ {
+		body := fmt.Sprintf(`{"step":%d,"samples":%d,"step_time_s":0.02,"generation":%d}`, step, 8*step, all.Generation)
+		if resp, b := trainer.api.do("POST", "/v1/heartbeat", body); resp.StatusCode/100 != 2 {
+			t.Fatalf("heartbeat: %d %s", resp.StatusCode, b)
+		}
+	}
+	if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { victim.cmd.Process.Signal(syscall.SIGCONT) })
+	trainer.api.awaitRendezvous("a generation without "+victim.id, func(r *api.Rendezvous) bool { return !has(r, victim.id) })
+	if !strings.Contains(trainer.out.String(), `"msg":"the trainer stalled: checking its ring neighbours"`) {
+		t.Errorf("%s's sidecar never saw its trainer stall", trainer.id)
 	}
 }

@@ -1,0 +1,60 @@
+package sidecar
+
+import (
+	"context"
+	"time"
+
+	"github.com/ringside/ringside/sidecar/quantile"
+)
+
+// A peer that falls silent (SIGSTOP, a lost node, a cut link) holds every
+// survivor's collective: their trainers stop stepping within a step of
+// each other. Gossip finds the peer when one of its probes happens to
+// reach it (a fifth of a second on average at N=8, up to several tenths);
+// the survivors' sidecars see their trainers stop at once, and have the
+// silent peer checked then.
+const (
+	// stallSteps is how many p90 step times without a step make a stall.
+	// At 2, the pauses of a busy machine's trainers checked their
+	// neighbours so often that the check of a peer that had just fallen
+	// silent was throttled (checkEvery) behind one that found it alive.
+	stallSteps = 3
+	// stallFloor is the shortest stall: a pause of a fast trainer's
+	// scheduling or collection is none.
+	stallFloor = 100 * time.Millisecond
+	// stallMinSteps is how many steps set the pace before a pause counts.
+	stallMinSteps = 8
+)
+
+// stallLimit returns how long a pause in the steps of times (seconds,
+// the recent step times) is a stall: stallSteps x their p90, at least
+// stallFloor; false before stallMinSteps.
+func stallLimit(times []float64) (time.Duration, bool) {
+	if len(times) < stallMinSteps {
+		return 0, false
+	}
+	p90 := time.Duration(quantile.Of(times, 0.9) * float64(time.Second))
+	return max(stallSteps*p90, stallFloor), true
+}
+
+// watchStalls has the detector check this member's ring neighbours once
+// each time the trainer, after a step, makes no other for its stall limit
+// (stallLimit): the pause of a trainer whose collective waits on a silent
+// peer. A pause for any other reason (a checkpoint, an evaluation, the
+// re-forming after a generation) costs a ping of each neighbour.
+func (a *Agent) watchStalls(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var limit time.Duration
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case limit = <-a.stepped:
+			timer.Reset(limit)
+		case <-timer.C:
+			a.detect.trainerStalled(limit)
+		}
+	}
+}
