@@ -427,13 +427,25 @@ func checkConflicts(pod *corev1.Pod, s settings, cfg Config) error {
 	return errors.Join(errs...)
 }
 
+// volumes are the pod's volumes for the sidecar. Its secrets are mounted
+// into the sidecar's container alone. The kubelet writes their files as
+// root: the root sidecar of socket reset reads them at 0400, the non-root
+// one needs them readable by others (0444), as a pod cannot hand their
+// ownership to one container's user.
 func volumes(cfg Config) []corev1.Volume {
 	vs := []corev1.Volume{{Name: RunVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	mode := int32(0o444)
+	if cfg.SocketReset {
+		mode = 0o400
+	}
+	secret := func(volume, name string) corev1.Volume {
+		return corev1.Volume{Name: volume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: name, DefaultMode: ptr.To(mode)}}}
+	}
 	if cfg.EtcdTLSSecret != "" {
-		vs = append(vs, corev1.Volume{Name: EtcdTLSVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: cfg.EtcdTLSSecret, DefaultMode: ptr.To[int32](0o400)}}})
+		vs = append(vs, secret(EtcdTLSVolume, cfg.EtcdTLSSecret))
 	}
 	if cfg.GossipKeySecret != "" {
-		vs = append(vs, corev1.Volume{Name: GossipVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: cfg.GossipKeySecret, DefaultMode: ptr.To[int32](0o400)}}})
+		vs = append(vs, secret(GossipVolume, cfg.GossipKeySecret))
 	}
 	return vs
 }

@@ -293,6 +293,24 @@ func TestInjectedContainersHoldOnlyTheCapabilitiesTheyNeed(t *testing.T) {
 				*sc.RunAsUser != tc.sidecarUID || *sc.RunAsNonRoot != (tc.sidecarUID != 0) || *sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem {
 				t.Errorf("sidecar security context %+v (caps %+v), want drop ALL, add %v, uid %d", sc, sc.Capabilities, tc.sidecarCaps, tc.sidecarUID)
 			}
+			// The kubelet writes the secrets' files as root: a non-root
+			// sidecar must be able to read them.
+			wantMode := int32(0o444)
+			if tc.sidecarUID == 0 {
+				wantMode = 0o400
+			}
+			secrets := 0
+			for _, v := range out.Spec.Volumes {
+				if v.Secret != nil {
+					secrets++
+					if v.Secret.DefaultMode == nil || *v.Secret.DefaultMode != wantMode {
+						t.Errorf("secret volume %s has mode %v, want %o for a sidecar of uid %d", v.Name, v.Secret.DefaultMode, wantMode, tc.sidecarUID)
+					}
+				}
+			}
+			if secrets == 0 {
+				t.Error("no secret volume: the test shows nothing")
+			}
 			var got []corev1.Capability
 			if tsc := out.Spec.Containers[0].SecurityContext; tsc != nil && tsc.Capabilities != nil {
 				got = tsc.Capabilities.Add
