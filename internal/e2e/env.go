@@ -57,6 +57,12 @@ type Env struct {
 func Start(ctx context.Context, dir string) (*Env, error) {
 	e := &Env{Dir: dir}
 	var err error
+	// The pods' users (the sidecar runs as uid 65532) read the images'
+	// binaries in dir/bin, as from an image's file system: dir lets them
+	// through (a temporary directory is the test user's alone).
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return nil, err
+	}
 	bin := filepath.Join(dir, "bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		return nil, err
