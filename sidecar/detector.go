@@ -412,7 +412,11 @@ func (d *detector) withdraw(name string) {
 
 // check pings name once and votes against it if it does not answer, as
 // against a process gone for certain if its port refuses a connection.
-func (d *detector) check(name, why string) {
+func (d *detector) check(name, why string) { d.checkMaybeAgain(name, why, false) }
+
+// checkMaybeAgain is check; again skips its throttle (checkEvery), for a
+// hint that comes at most once per cause (a stall of the trainer).
+func (d *detector) checkMaybeAgain(name, why string, again bool) {
 	if name == d.self || !d.started.Load() {
 		return
 	}
@@ -423,7 +427,7 @@ func (d *detector) check(name, why string) {
 	// One check at a time per member: under load a check lasts longer
 	// than checkEvery, and checks piling up on each other starved the
 	// sidecar further.
-	skip := d.casting(name) || d.announced[name] || d.checking[name] || now.Sub(d.checkedAt[name]) < checkEvery || d.outside(name)
+	skip := d.casting(name) || d.announced[name] || d.checking[name] || (!again && now.Sub(d.checkedAt[name]) < checkEvery) || d.outside(name)
 	if !skip {
 		d.checkedAt[name], d.checking[name] = now, true
 	}
@@ -643,7 +647,7 @@ func (d *detector) trainerStalled(after time.Duration) {
 	d.log.Info("the trainer stalled: checking its ring neighbours", "after", after, "neighbours", ids)
 	why := "the trainer made no step for " + after.Round(time.Millisecond).String()
 	for _, id := range ids {
-		d.check(id, why)
+		d.checkMaybeAgain(id, why, true)
 	}
 }
 
