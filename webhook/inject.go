@@ -158,7 +158,7 @@ func DefaultConfig(image string) Config {
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
 		},
-		Version:     "v1",
+		Version: "v1",
 	}
 }
 
