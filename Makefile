@@ -23,8 +23,9 @@ demo: build
 ## them (each fuzz target's seed corpus runs as a test; `make fuzz-short`
 ## fuzzes). go test vets each package it tests with every check
 ## (-vet=all), on the race build it compiles anyway: only the packages
-## without tests are vetted apart, which saves a second compile of
-## everything on a fresh machine.
+## without tests are vetted apart, with the race detector's build flags,
+## so that the packages compiled for their analysis are the ones the
+## tests link: a fresh machine compiles everything once.
 ##
 ## The Kubernetes tests' control plane, when the cache lacks it, is built
 ## at the lowest CPU priority from the start (internal/kubetest/prebuild),
@@ -32,7 +33,7 @@ demo: build
 ## runs.
 test: fmt torch iptables podtools
 	@nice -n 19 sh -c '$(GO) build -o bin/prebuild ./internal/kubetest/prebuild && exec bin/prebuild' & pb=$$!; \
-	$(GO) vet $$($(GO) list -f '{{if not (or .TestGoFiles .XTestGoFiles)}}{{.ImportPath}}{{end}}' ./...) || { kill $$pb; wait $$pb; exit 1; }; \
+	$(GO) vet $(RACE) $$($(GO) list -f '{{if not (or .TestGoFiles .XTestGoFiles)}}{{.ImportPath}}{{end}}' ./...) || { kill $$pb; wait $$pb; exit 1; }; \
 	log=$$(mktemp); (cd python && $(PYTHON) -m unittest discover -s tests) >$$log 2>&1 & py=$$!; \
 	$(GO) test $(RACE) -vet=all -count=1 -timeout $(TIMEOUT) ./...; rc=$$?; \
 	if wait $$py; then echo "python tests: $$(tail -n 1 $$log)"; else echo "python tests FAILED:"; cat $$log; rc=1; fi; \

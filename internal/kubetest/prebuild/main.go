@@ -1,5 +1,5 @@
 // Command prebuild builds the control plane that the Kubernetes tests run
-// (kubetest.Binaries) into the user's cache, unless it is there already.
+// (kubebin.Binaries) into the user's cache, unless it is there already.
 // `make test` starts it at the lowest CPU priority beside the tests: the
 // build then takes the CPU the tests leave idle, where it used to begin
 // only when the first package that needs it ran (alphabetically, 22
@@ -14,13 +14,13 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/ringside/ringside/internal/kubetest"
+	"github.com/ringside/ringside/internal/kubetest/kubebin"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	dir, err := kubetest.Binaries(ctx, os.Stderr)
+	dir, err := kubebin.Binaries(ctx, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "prebuild:", err)
 		os.Exit(1)

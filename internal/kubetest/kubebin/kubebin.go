@@ -1,4 +1,9 @@
-package kubetest
+// Package kubebin builds the Kubernetes control plane that the tests run
+// (kube-apiserver, kube-controller-manager, kube-scheduler and kubectl,
+// from the tools module beside it) into the user's cache. It needs only the
+// standard library, so `make test` can start the build (prebuild) before
+// anything else is compiled.
+package kubebin
 
 import (
 	"context"
@@ -137,14 +142,14 @@ func complete(dir string) bool {
 	return true
 }
 
-// toolsDir finds the tools module beside this file's source: tests run in
-// the source tree, so the tree is there.
+// toolsDir finds the tools module in the kubetest directory, from this
+// file's source path: tests run in the source tree, so the tree is there.
 func toolsDir() (string, error) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		return "", fmt.Errorf("%w: cannot locate the tools module", ErrUnavailable)
 	}
-	dir := filepath.Join(filepath.Dir(file), "tools")
+	dir := filepath.Join(filepath.Dir(file), "..", "tools")
 	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
 		return "", fmt.Errorf("%w: tools module: %v", ErrUnavailable, err)
 	}
