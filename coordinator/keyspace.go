@@ -304,16 +304,17 @@ func (j *Job) applyVotes(ctx context.Context, events []*clientv3.Event) {
 // vote without a sighting counts as seen now, which only waits longer.
 // ks.mu is held.
 func (ks *keyspace) sawVote(kv *mvccpb.KeyValue, ttl time.Duration) {
-	now := time.Now()
 	k := voteRev{string(kv.Key), kv.CreateRevision}
-	if _, ok := ks.voteSeen[k]; !ok {
-		ks.voteSeen[k] = now
+	if _, ok := ks.voteSeen[k]; ok {
+		return // a repeat: the vote keeps its first sighting
 	}
-	for k, at := range ks.voteSeen {
+	now := time.Now()
+	for old, at := range ks.voteSeen {
 		if now.Sub(at) > ttl {
-			delete(ks.voteSeen, k)
+			delete(ks.voteSeen, old)
 		}
 	}
+	ks.voteSeen[k] = now
 }
 
 // firstSeen returns when this process first saw the earliest of the

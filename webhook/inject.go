@@ -435,7 +435,7 @@ func checkConflicts(pod *corev1.Pod, s settings, cfg Config) error {
 func volumes(cfg Config) []corev1.Volume {
 	vs := []corev1.Volume{{Name: RunVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	mode := int32(0o444)
-	if cfg.SocketReset {
+	if sidecarUID(cfg.SocketReset) == 0 {
 		mode = 0o400
 	}
 	secret := func(volume, name string) corev1.Volume {
@@ -540,19 +540,23 @@ func sidecar(s settings, cfg Config) corev1.Container {
 	}
 }
 
+// sidecarUID is the sidecar's uid: 0 with socketReset (a pod cannot grant
+// a non-root process NET_ADMIN), else NonRootUID.
+func sidecarUID(socketReset bool) int64 {
+	if socketReset {
+		return 0
+	}
+	return NonRootUID
+}
+
 // trainerToAllow returns the trainer's uid when it differs from the
 // sidecar's, which then takes it for the trainer's: the one the pod names
 // (uid, nil when it names none), or, for an unnamed one, root, the user of
 // most training images (the image's user is not known at admission; a
-// trainer image of another user names it in runAsUser). The sidecar runs
-// as uid 0 with socketReset, else as NonRootUID.
+// trainer image of another user names it in runAsUser).
 func trainerToAllow(uid *int64, socketReset bool) (int64, bool) {
-	sidecarUID := int64(NonRootUID)
-	if socketReset {
-		sidecarUID = 0
-	}
 	trainer := ptr.Deref(uid, 0)
-	return trainer, trainer != sidecarUID
+	return trainer, trainer != sidecarUID(socketReset)
 }
 
 // sidecarSecurity is the sidecar's security context: a read-only root, no
@@ -562,17 +566,17 @@ func trainerToAllow(uid *int64, socketReset bool) (int64, bool) {
 // would hold only as an ambient capability, which pods cannot grant: so
 // then uid 0, with that one capability and no way to gain more.
 func sidecarSecurity(socketReset bool) *corev1.SecurityContext {
+	uid := sidecarUID(socketReset)
 	sc := &corev1.SecurityContext{
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		RunAsUser:                ptr.To[int64](NonRootUID),
-		RunAsNonRoot:             ptr.To(true),
+		RunAsUser:                ptr.To(uid),
+		RunAsNonRoot:             ptr.To(uid != 0),
 		AllowPrivilegeEscalation: ptr.To(false),
 		ReadOnlyRootFilesystem:   ptr.To(true),
 		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
 	if socketReset {
 		sc.Capabilities.Add = []corev1.Capability{"NET_ADMIN"}
-		sc.RunAsUser, sc.RunAsNonRoot = ptr.To[int64](0), ptr.To(false)
 	}
 	return sc
 }
