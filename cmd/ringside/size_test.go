@@ -3,9 +3,10 @@ package main
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ringside/ringside/internal/testbin"
 )
 
 // The binary stays small by keeping client-go's clientset machinery out of
@@ -62,11 +63,9 @@ func TestTheStrippedBinaryFitsItsBudget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary (a minute or more)")
 	}
-	bin := filepath.Join(t.TempDir(), "ringside")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin, err := testbin.Build(t.TempDir(), "ringside", testbin.Ringside)
+	if err != nil {
+		t.Fatal(err)
 	}
 	fi, err := os.Stat(bin)
 	if err != nil {

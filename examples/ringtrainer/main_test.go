@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/ringside/ringside/internal/testbin"
 )
 
 // ringsideBin and trainerBin are the binaries the multi-process tests run,
@@ -21,23 +23,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	ringsideBin = filepath.Join(dir, "ringside")
-	trainerBin = filepath.Join(dir, "ringtrainer")
-	builds := [][]string{
-		{"build", "-o", ringsideBin, "github.com/ringside/ringside/cmd/ringside"},
-		{"build", "-o", trainerBin, "github.com/ringside/ringside/examples/ringtrainer"},
+	ringsideBin, err = testbin.Build(dir, "ringside", testbin.Ringside)
+	if err == nil {
+		trainerBin = filepath.Join(dir, "ringtrainer")
+		err = buildTrainer(trainerBin)
 	}
-	if raceEnabled {
-		builds[1] = append([]string{"build", "-race"}, builds[1][1:]...)
-	}
-	for _, args := range builds {
-		build := exec.Command("go", args...)
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "building the binaries for the multi-process tests:", err)
-			os.RemoveAll(dir)
-			os.Exit(1)
-		}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "building the binaries for the multi-process tests:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
 	}
 	code := m.Run()
 	if code == 0 {
@@ -48,4 +42,16 @@ func TestMain(m *testing.M) {
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// buildTrainer builds the trainer under test, with the race detector when
+// the tests have it.
+func buildTrainer(path string) error {
+	args := []string{"build", "-o", path, "github.com/ringside/ringside/examples/ringtrainer"}
+	if raceEnabled {
+		args = append(args[:1], append([]string{"-race"}, args[1:]...)...)
+	}
+	build := exec.Command("go", args...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	return build.Run()
 }
