@@ -399,6 +399,25 @@ func TestDetectorSweepsTheDeadMembersNeighboursOnItsOwnEviction(t *testing.T) {
 	}
 }
 
+// awaitChecksDone waits until no check is running: a check in flight
+// holds back another of the same member, whatever asks for it.
+func (td *testDetector) awaitChecksDone(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		td.mu.Lock()
+		n := len(td.checking)
+		td.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d checks still running after 10s", n)
+		}
+		time.Sleep(time.Millisecond) // the check's goroutine is ending
+	}
+}
+
 // checked returns, sorted, the members the trace shows checked, and
 // empties the trace.
 func (td *testDetector) checked() []string {
@@ -744,6 +763,7 @@ func TestDetectorChecksTheNeighboursWhenTheTrainerStalls(t *testing.T) {
 	td.SetGeneration(context.Background(), ring(1, []int{0, 1, 2, 3, 4, 5, 6, 7}))
 	td.check("w1", "gossip probe failed")
 	td.trace.awaitN(t, 1)
+	td.awaitChecksDone(t)
 	td.trace.take()
 	td.trainerStalled(300 * time.Millisecond)
 	stop()

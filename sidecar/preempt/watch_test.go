@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -151,10 +152,22 @@ func TestWatchIgnoresOtherNodes(t *testing.T) {
 func TestWatchSelectsItsNodeByName(t *testing.T) {
 	t.Parallel()
 	client := fake.NewClientset(newNode(testNode, 0))
+	// The fake records a request before its reactors run: once this one
+	// runs, the watch is on record. (An update seen by the handler is no
+	// sign of it: made before the first list, the list brings it.)
+	watched := make(chan struct{})
+	closeWatched := sync.OnceFunc(func() { close(watched) })
+	client.PrependWatchReactor("nodes", func(k8stesting.Action) (bool, watch.Interface, error) {
+		closeWatched()
+		return false, nil, nil
+	})
 	r := startWatch(t, client, DefaultConfig(testNode))
-	// An update reaches the handler only through a watch, so once it is
-	// seen both the list and the watch have been sent.
 	r.update(testNode, 1)
+	select {
+	case <-watched:
+	case <-time.After(waitTimeout):
+		t.Fatalf("no watch of nodes within %v", waitTimeout)
+	}
 	if err := r.stop(); err != nil {
 		t.Fatalf("Watch returned %v, want nil", err)
 	}
