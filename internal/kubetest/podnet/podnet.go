@@ -37,6 +37,11 @@ type Network struct {
 
 	mu   sync.Mutex
 	used [256]bool // host parts in use; 0, 1 and 255 never are
+	// last is the host part given out last. Addresses go round from it,
+	// as CNI's host-local IPAM gives them: a pod that took the address of
+	// one just gone went unreached for up to a minute, while the host's
+	// and the other pods' neighbour caches still held the old pod's MAC.
+	last int
 }
 
 // Attachment is one pod's namespace and address.
@@ -129,14 +134,17 @@ func (n *Network) removeStale(ctx context.Context) {
 	}
 }
 
+// The pods' host parts: 2 to 254 (1 is the host's, on the bridge).
+const firstHost, hosts = 2, 253
+
 // Attach creates a namespace with loopback up and an address on the
 // bridge, the default route through the host.
 func (n *Network) Attach(ctx context.Context) (*Attachment, error) {
 	n.mu.Lock()
 	host := 0
-	for h := 2; h < 255; h++ {
-		if !n.used[h] {
-			host, n.used[h] = h, true
+	for i := range hosts {
+		if h := firstHost + (max(n.last, 1)-1+i)%hosts; !n.used[h] {
+			host, n.used[h], n.last = h, true, h
 			break
 		}
 	}

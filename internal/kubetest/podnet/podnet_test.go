@@ -66,6 +66,14 @@ func TestPodsGetTheirOwnNamespaceAndAddressAndCloseRemovesThem(t *testing.T) {
 		t.Errorf("pod b cannot reach the host at %s:%d: %v %s", n.HostIP(), port, err, out)
 	}
 	n.Detach(ctx, a)
+	c, err := n.Attach(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.IP == a.IP {
+		t.Errorf("a new pod got %s, the address of a pod just gone (the neighbours' caches still hold the old pod's MAC)", c.IP)
+	}
+	n.Detach(ctx, c)
 	if exec.CommandContext(ctx, "ip", "netns", "pids", strings.TrimPrefix(a.NetNS, "/run/netns/")).Run() == nil {
 		t.Errorf("%s still exists after Detach", a.NetNS)
 	}
