@@ -16,9 +16,10 @@ import (
 const Ringside = "github.com/ringside/ringside/cmd/ringside"
 
 // Build builds the command pkg (an import path) as dir/name and returns
-// its path. It builds as a release does (static, trimmed paths, stripped:
-// see `make build`), so every test package and the binary size test share
-// one compilation of the dependencies instead of one per set of flags.
+// its path. It builds as the image's binaries are built (static, trimmed
+// paths, stripped: see `make image`), so every test package and the
+// binary size test share one compilation of the dependencies instead of
+// one per set of flags.
 func Build(dir, name, pkg string) (string, error) {
 	path := filepath.Join(dir, name)
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", path, pkg)
