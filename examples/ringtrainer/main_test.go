@@ -47,11 +47,11 @@ func TestMain(m *testing.M) {
 // buildTrainer builds the trainer under test, with the race detector when
 // the tests have it.
 func buildTrainer(path string) error {
-	args := []string{"build", "-o", path, "github.com/ringside/ringside/examples/ringtrainer"}
+	args := []string{"build", "-o", path}
 	if raceEnabled {
-		args = append(args[:1], append([]string{"-race"}, args[1:]...)...)
+		args = append(args, "-race")
 	}
-	build := exec.Command("go", args...)
+	build := exec.Command("go", append(args, "github.com/ringside/ringside/examples/ringtrainer")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	return build.Run()
 }

@@ -37,11 +37,12 @@ type Network struct {
 
 	mu   sync.Mutex
 	used [256]bool // host parts in use; 0, 1 and 255 never are
-	// last is the host part given out last. Addresses go round from it,
-	// as CNI's host-local IPAM gives them: a pod that took the address of
-	// one just gone went unreached for up to a minute, while the host's
-	// and the other pods' neighbour caches still held the old pod's MAC.
-	last int
+	// next is where the search for a free address starts, as an offset
+	// from firstHost: addresses go round, as CNI's host-local IPAM gives
+	// them. A pod that took the address of one just gone went unreached
+	// for up to a minute, while the host's and the other pods' neighbour
+	// caches still held the old pod's MAC.
+	next int
 }
 
 // Attachment is one pod's namespace and address.
@@ -143,8 +144,8 @@ func (n *Network) Attach(ctx context.Context) (*Attachment, error) {
 	n.mu.Lock()
 	host := 0
 	for i := range hosts {
-		if h := firstHost + (max(n.last, 1)-1+i)%hosts; !n.used[h] {
-			host, n.used[h], n.last = h, true, h
+		if h := firstHost + (n.next+i)%hosts; !n.used[h] {
+			host, n.used[h], n.next = h, true, h-firstHost+1
 			break
 		}
 	}
