@@ -1,24 +1,33 @@
 """Checkpoints to disk in live mode: rank 0 writes the last commit every few
-steps from a background thread, so a job that loses every member resumes
-from disk; every trainer reads the newest checkpoint at start."""
+steps from a background thread, and every rank offers its last commit when
+it leaves, so a job that loses every member resumes from disk; every
+trainer reads the newest checkpoint at start."""
 
+import fcntl
 import logging
 import os
 import threading
 
 from .errors import CheckpointFailed, StateCorrupt
-from .state import read_checkpoint, write_checkpoint
+from .state import checkpoint_step, read_checkpoint, write_checkpoint
 
 log = logging.getLogger("ringside")
 
 FILE_NAME = "ringside-state.ckpt"
+LOCK_NAME = ".ringside-state.lock"
 
 
 class Checkpointer:
     """Writes commits to dir/FILE_NAME when their step passes a multiple of
     every (and at the end), at most one write at a time; a
     commit that comes while one is written waits in the slot, and a newer
-    one replaces it (a slow disk never delays a step)."""
+    one replaces it (a slow disk never delays a step).
+
+    The file only moves forward: under a lock on dir/LOCK_NAME, a commit
+    is written only when it is newer than the file's. When a whole job
+    drains at once, its ranks may leave one commit apart (a rank that saw
+    the new generation before its commit drops that step, the others keep
+    it); each offers its commit and the newest one stays."""
 
     def __init__(self, directory, every):
         if every is not None and every < 1:
@@ -56,7 +65,8 @@ class Checkpointer:
         return snap["step"]
 
     def committed(self, state, force=False):
-        """Called on every commit of rank 0 (and at the end, with force).
+        """Called on every commit of rank 0 (and at the end, with force, on
+        every rank).
         Raises CheckpointFailed when an earlier write failed (once per
         failure): a checkpoint that silently stopped being written would
         lie about what a job that lost every member resumes from."""
@@ -100,7 +110,7 @@ class Checkpointer:
                 if snap is None:
                     return
             try:
-                write_checkpoint(self.path, snap)
+                on_disk = self._forward(snap)
             except Exception as e:
                 err = e if isinstance(e, CheckpointFailed) else CheckpointFailed(
                     "could not write the checkpoint %s: %s" % (self.path, e))
@@ -112,5 +122,20 @@ class Checkpointer:
                     self._queued_step = self.saved_step
                 continue
             with self._cond:
-                self.saved_step = snap["step"]  # on disk now, not before
-            log.debug("checkpoint of step %d written to %s", snap["step"], self.path)
+                self.saved_step = on_disk  # on disk now, not before
+            if on_disk == snap["step"]:
+                log.debug("checkpoint of step %d written to %s", on_disk, self.path)
+            else:
+                log.info("not writing step %d to %s: it holds step %d, newer", snap["step"], self.path, on_disk)
+
+    def _forward(self, snap):
+        """Writes snap unless the file holds a newer commit; returns the
+        step the file holds now."""
+        os.makedirs(self.directory, exist_ok=True)
+        with open(os.path.join(self.directory, LOCK_NAME), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed
+            on_disk = checkpoint_step(self.path)
+            if on_disk is not None and on_disk >= snap["step"]:
+                return on_disk
+            write_checkpoint(self.path, snap)
+            return snap["step"]

@@ -179,6 +179,19 @@ def decode(payload):
     return _dec(skeleton, payload[off + n:], 0)
 
 
+def read_skeleton(f):
+    """The JSON skeleton at the start of the payload in the binary file f,
+    its tensors unread. Raises ValueError when f holds no such payload."""
+    head = f.read(len(MAGIC) + _LEN.size)
+    if len(head) < len(MAGIC) + _LEN.size or head[:len(MAGIC)] != MAGIC:
+        raise ValueError("not a ringside state payload")
+    (n,) = _LEN.unpack(head[len(MAGIC):])
+    raw = f.read(n) if n <= _MAX_SKELETON else b""
+    if len(raw) != n:
+        raise ValueError("truncated state payload skeleton")
+    return json.loads(raw)
+
+
 def _dec(node, data, depth):
     if depth > 200:
         raise ValueError("state payload nested too deep")

@@ -188,8 +188,9 @@ def run(train_fn: Callable[["State"], Any], state: "State", socket: Optional[str
     between.
 
     With checkpoint_dir, rank 0 writes the last commit there every
-    checkpoint_every committed steps (in the background, atomically; and
-    once more when run returns), and every trainer starts from the
+    checkpoint_every committed steps (in the background, atomically), every
+    rank offers its last commit when run returns (the file keeps the
+    newest), and every trainer starts from the
     checkpoint when it is newer than its own commit: a job that lost every
     member resumes from disk. A trainer that cannot read the directory
     starts from its own commit, and the sync brings it the newest.
@@ -234,8 +235,9 @@ def run(train_fn: Callable[["State"], Any], state: "State", socket: Optional[str
         restore_signals()
         if checkpointer is not None:
             try:
-                if state.rank == 0:
-                    checkpointer.committed(state, force=True)
+                # Every rank: when the whole job drains at once its ranks
+                # may have left one commit apart; the newest one stays.
+                checkpointer.committed(state, force=True)
                 checkpointer.close()
             except CheckpointFailed:
                 state.stats["checkpoint_failures"] = checkpointer.failures

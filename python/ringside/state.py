@@ -1140,6 +1140,22 @@ def write_checkpoint(path, snapshot, kind="commit"):
         raise
 
 
+def checkpoint_step(path):
+    """The step of the commit in the checkpoint at path, read from the
+    payload's skeleton alone (its tensors and SHA-256 unchecked); None when
+    there is no file or it holds no commit."""
+    try:
+        with open(path, "rb") as f:
+            skeleton = _codec.read_skeleton(f)
+    except (OSError, ValueError):
+        return None
+    if isinstance(skeleton, dict) and skeleton.get("$") == "d" and isinstance(skeleton.get("v"), list):
+        for pair in skeleton["v"]:
+            if isinstance(pair, list) and len(pair) == 2 and pair[0] == "step" and type(pair[1]) is int:
+                return pair[1]
+    return None
+
+
 def read_checkpoint(path, kind="commit"):
     """The commit in the checkpoint at path; StateCorrupt when damaged.
     With kind None, whatever ringside.save wrote (a commit or an object)."""

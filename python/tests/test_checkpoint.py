@@ -78,7 +78,8 @@ class CheckpointerTest(unittest.TestCase):
         self.assertEqual(self.c.failures, 1)
         self.assertEqual(self.c.saved_step, 1)
         self.assertEqual(read_checkpoint(self.c.path)["step"], 1, "the previous checkpoint does not load")
-        self.assertEqual([f for f in os.listdir(self.dir) if f != self.ck.FILE_NAME], [], "a temporary file was left")
+        self.assertEqual([f for f in os.listdir(self.dir) if f not in (self.ck.FILE_NAME, self.ck.LOCK_NAME)], [],
+                         "a temporary file was left")
         self.commit(3)
         with self.assertRaises(CheckpointFailed) as cm:
             self.c.committed(self.state)
@@ -86,6 +87,31 @@ class CheckpointerTest(unittest.TestCase):
         self.assertIs(os.replace, real_replace)
         self.c.committed(self.state)  # reported once; the write is tried again
         self.wait_saved(3)
+
+    def test_the_file_only_moves_forward(self):
+        # A whole job drained at once: rank 1 committed step 30, rank 0 saw
+        # the new generation first and left at step 29. Both offer their
+        # last commit when they leave, rank 0's last.
+        from ringside.state import checkpoint_step, read_checkpoint
+
+        self.commit(30)
+        self.c.committed(self.state, force=True)
+        self.c.close()
+        other = self.ck.Checkpointer(self.dir, 1)
+        behind = type(self.state)(self.model, None)
+        behind.step = 29
+        behind.commit(check=False)
+        other.committed(behind, force=True)
+        other.close()
+        self.assertEqual(read_checkpoint(self.c.path)["step"], 30, "an older commit replaced a newer one")
+        self.assertEqual(checkpoint_step(self.c.path), 30)
+        self.assertEqual(other.saved_step, 30, "the writer does not know what the file holds")
+        self.assertEqual(sorted(os.listdir(self.dir)), sorted([self.ck.FILE_NAME, self.ck.LOCK_NAME]))
+        self.commit(31)
+        again = self.ck.Checkpointer(self.dir, 1)
+        again.committed(self.state, force=True)
+        again.close()
+        self.assertEqual(checkpoint_step(self.c.path), 31, "a newer commit was not written")
 
 
 @require_torch
