@@ -397,7 +397,8 @@ these cases one after another on it, each cut for --cut, then healed:
           minority (which holds the leader) cut off from etcd too
   alone   one member cut off from everything
   oneway  nobody hears one member (etcd neither); it hears everyone
-  loss    every member's link loses --loss of its packets for --loss-for
+  loss    every member's link loses --loss of its packets for --loss-for,
+          and delays each packet it keeps by up to --jitter
 
 It checks on every step line: a step is completed in one generation only
 (never two sides training, no committed step lost), each generation's
@@ -407,13 +408,14 @@ every member trains together again within 2s of the heal, and packet loss
 alone evicts nobody. The JSON line gives the figures per case and what
 broke; a broken promise also makes the command fail.
 
-Delay and jitter are not emulated: they need the sch_netem qdisc (tc
-netem), which this kernel may not have. It needs root. Namespaces, links
+The jitter is a netfilter queue served in user space (every received
+packet held for a time drawn uniformly from [0, --jitter]), so it needs no
+sch_netem qdisc. It needs root. Namespaces, links
 and rules are removed on exit, on Ctrl-C and on failure, and a crashed
 run's are swept at the next start.`,
 		Example: `  sudo bin/ringside bench partition --json
   sudo bin/ringside bench partition --cases split,alone --cut 5s --json
-  sudo bin/ringside bench partition --cases loss --loss 0.05 --loss-for 1m --log-dir /tmp/partition --json`,
+  sudo bin/ringside bench partition --cases loss --loss 0.05 --jitter 50ms --loss-for 1m --log-dir /tmp/partition --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cfg.Validate(); err != nil {
@@ -433,6 +435,7 @@ run's are swept at the next start.`,
 	f.StringSliceVar(&cfg.Cases, "cases", cfg.Cases, "cases to play, in order: "+strings.Join(bench.PartitionCases, ","))
 	f.DurationVar(&cfg.Cut, "cut", cfg.Cut, "how long the split, alone and oneway cases hold the cut")
 	f.Float64Var(&cfg.Loss, "loss", cfg.Loss, "the fraction of packets each link loses in the loss case (0.05: 5%)")
+	f.DurationVar(&cfg.Jitter, "jitter", cfg.Jitter, "in the loss case, the most each packet a member receives is delayed (uniformly from 0; 0: none)")
 	f.DurationVar(&cfg.LossFor, "loss-for", cfg.LossFor, "how long the loss case lasts")
 	f.DurationVar(&cfg.Settle, "settle", cfg.Settle, "the leader's settle window for joins")
 	f.StringVar(&cfg.TrainerBin, "trainer-bin", "", "ring trainer binary (default: ringtrainer next to ringside, or in PATH)")

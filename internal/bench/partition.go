@@ -38,9 +38,13 @@ const (
 	RejoinWithin = 2 * time.Second
 )
 
-// JitterNote is said in every result: delay cannot be emulated without
-// sch_netem, so loss comes without it.
-const JitterNote = "not emulated: the kernel has no sch_netem qdisc (tc netem); loss is iptables' statistic match, without delay or jitter"
+// jitterNote says in every result how the loss case's jitter is made.
+func jitterNote(max time.Duration) string {
+	if max == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("each packet a member receives is held for a time drawn uniformly from [0, %s] (a netfilter queue in user space, as tc netem would delay it), after the loss", max)
+}
 
 // PartitionConfig sizes the partition benchmark.
 type PartitionConfig struct {
@@ -53,8 +57,10 @@ type PartitionConfig struct {
 	// Cut is how long the split, alone and oneway cases last.
 	Cut time.Duration
 	// Loss is the probability a packet is lost in the loss case, which
-	// lasts LossFor.
+	// lasts LossFor; Jitter is the most a packet that is not lost is
+	// delayed then (0: none).
 	Loss    float64
+	Jitter  time.Duration
 	LossFor time.Duration
 	Settle  time.Duration
 	Timeout time.Duration
@@ -69,7 +75,7 @@ const (
 // DefaultPartitionConfig is what `ringside bench partition` runs.
 func DefaultPartitionConfig() PartitionConfig {
 	return PartitionConfig{TrainerSpec: TrainerSpec{Trainer: "go", Mode: "live", StepTime: 50 * time.Millisecond},
-		Members: 8, Cases: PartitionCases, Cut: 10 * time.Second, Loss: 0.05, LossFor: time.Minute,
+		Members: 8, Cases: PartitionCases, Cut: 10 * time.Second, Loss: 0.05, Jitter: 50 * time.Millisecond, LossFor: time.Minute,
 		Settle: 500 * time.Millisecond, Timeout: 10 * time.Minute}
 }
 
@@ -92,6 +98,9 @@ func (c PartitionConfig) Validate() error {
 	}
 	if c.Loss <= 0 || c.Loss >= 0.5 {
 		errs = append(errs, fmt.Errorf("--loss %g is out of range: use a fraction above 0 and below 0.5 (0.05 is 5%%)", c.Loss))
+	}
+	if c.Jitter < 0 || c.Jitter > time.Second {
+		errs = append(errs, fmt.Errorf("--jitter %s is out of range: use 0 (none) to 1s", c.Jitter))
 	}
 	if c.LossFor < time.Second {
 		errs = append(errs, fmt.Errorf("--loss-for %s is too short: use 1s or more", c.LossFor))
@@ -171,7 +180,7 @@ var ErrPromiseBroken = errors.New("partition: a promise was broken")
 // holds the cut, heals it, and checks the promises on every step line
 // throughout. It needs root (netsplit.Available).
 func Partition(ctx context.Context, cfg PartitionConfig, progress io.Writer) (PartitionResult, error) {
-	res := PartitionResult{Bench: "partition", Members: cfg.Members, Loss: cfg.Loss, Jitter: JitterNote,
+	res := PartitionResult{Bench: "partition", Members: cfg.Members, Loss: cfg.Loss, Jitter: jitterNote(cfg.Jitter),
 		ResumeBoundS: ResumeWithin.Seconds(), RejoinBoundS: RejoinWithin.Seconds()}
 	if err := cfg.Validate(); err != nil {
 		return res, err
@@ -319,6 +328,17 @@ func (p *partitionRun) play(ctx context.Context, name string) (PartitionCase, er
 		p.cut[id] = true
 	}
 	p.sideWorld = n - len(cut)
+	if name == CaseLoss && p.cfg.Jitter > 0 {
+		stop, err := p.nt.Jitter(ctx, p.cfg.Jitter)
+		if err != nil {
+			return c, err
+		}
+		defer func() {
+			if err := stop(); err != nil {
+				fmt.Fprintf(p.progress, "stopping the jitter: %v\n", err)
+			}
+		}()
+	}
 	if err := p.apply(ctx, name, cut, ids); err != nil {
 		return c, err
 	}
@@ -393,6 +413,9 @@ func (p *partitionRun) apply(ctx context.Context, name string, cut, ids []string
 	if name == CaseLoss {
 		for _, id := range ids {
 			rules.Lose(index(id), p.cfg.Loss)
+			if p.cfg.Jitter > 0 {
+				rules.Delay(index(id))
+			}
 		}
 	}
 	return p.nt.Apply(ctx, rules)

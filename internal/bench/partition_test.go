@@ -76,7 +76,7 @@ func TestPartitionNeverSplitsTheJob(t *testing.T) {
 		}
 	}
 	var b bytes.Buffer
-	if err := WriteResult(&b, res, true); err != nil || !strings.HasPrefix(b.String(), `{"bench":"partition","members":8,`) || !strings.Contains(b.String(), `"jitter":"not emulated`) {
+	if err := WriteResult(&b, res, true); err != nil || !strings.HasPrefix(b.String(), `{"bench":"partition","members":8,`) || !strings.Contains(b.String(), `"jitter":"each packet a member receives is held for a time drawn uniformly from [0, 50ms]`) {
 		t.Errorf("JSON %q (%v)", b.String(), err)
 	}
 	if after := namespaces(t); len(after) > len(before) {
@@ -96,6 +96,8 @@ func TestPartitionRefusesBadConfigs(t *testing.T) {
 		{"no case", func(c *PartitionConfig) { c.Cases = nil }, "--cases is empty"},
 		{"a cut too short", func(c *PartitionConfig) { c.Cut = 100 * time.Millisecond }, "--cut 100ms"},
 		{"loss as a percentage", func(c *PartitionConfig) { c.Loss = 5 }, "--loss 5 is out of range"},
+		{"a negative jitter", func(c *PartitionConfig) { c.Jitter = -time.Millisecond }, "--jitter -1ms is out of range"},
+		{"jitter in seconds", func(c *PartitionConfig) { c.Jitter = 50 * time.Second }, "--jitter 50s is out of range"},
 		{"the pytorch trainer", func(c *PartitionConfig) { c.Trainer = "pytorch" }, "go ring trainer"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,8 +1,8 @@
 // Package netsplit gives each member of a local job a network namespace of
 // its own, joined to the others by a veth pair to a bridge in the root
 // namespace (where etcd listens on the bridge's address), and cuts that
-// network on demand: partitions, one-way partitions and random packet loss,
-// all with iptables rules inside the members' namespaces. It drives
+// network on demand: partitions, one-way partitions, random packet loss and
+// jitter, all with iptables rules inside the members' namespaces. It drives
 // `ringside bench partition` and its test, and needs root.
 //
 // Everything it creates is named after its prefix (namespaces
@@ -11,8 +11,9 @@
 // in the members' namespaces and vanish with them: the root namespace's
 // iptables are never touched.
 //
-// Packet delay and jitter are not emulated: they need the sch_netem qdisc,
-// which kernels without it refuse ("Specified qdisc kind is unknown").
+// Jitter is a netfilter queue served in user space (Net.Jitter), where
+// tc netem would do it in the kernel: kernels without the sch_netem qdisc
+// refuse netem ("Specified qdisc kind is unknown").
 package netsplit
 
 import (
@@ -168,7 +169,7 @@ func (r Rules) Mute(i int, to ...string) {
 }
 
 // Lose makes member i drop each packet it receives with probability p
-// (iptables' statistic match, no delay: see the package comment).
+// (iptables' statistic match).
 func (r Rules) Lose(i int, p float64) {
 	r[i] = append(r[i], fmt.Sprintf("-A INPUT -i eth0 -m statistic --mode random --probability %.4f -j DROP", p))
 }

@@ -2,10 +2,17 @@ package netsplit
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // requireNamespaces skips a test where network namespaces cannot be made
@@ -103,4 +110,106 @@ func TestCreateRefusesWhatCannotBeNamed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// inNamespace runs f on a thread in namespace ns: the sockets f opens stay
+// in it.
+func inNamespace(t *testing.T, ns string, f func()) {
+	t.Helper()
+	runtime.LockOSThread()
+	self, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer self.Close()
+	target, err := os.Open(filepath.Join("/run/netns", ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		t.Fatalf("enter %s: %v", ns, err)
+	}
+	f()
+	if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
+		t.Fatalf("leave %s: %v", ns, err) // the thread stays locked, and dies with the goroutine
+	}
+	runtime.UnlockOSThread()
+}
+
+// Jitter holds every packet a member receives for up to its maximum, and
+// loses none; once stopped, packets go through again.
+func TestJitterDelaysEveryPacketAndLosesNone(t *testing.T) {
+	requireNamespaces(t)
+	ctx := context.Background()
+	const prefix = "rspj-"
+	nt, err := Create(ctx, prefix, 249, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nt.Close() }) //nolint:errcheck // the other test checks Close
+	var echo, conn net.PacketConn
+	inNamespace(t, nt.Namespace(1), func() { echo, err = net.ListenPacket("udp4", nt.Addr(1)+":9") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			n, from, err := echo.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			echo.WriteTo(buf[:n], from) //nolint:errcheck // a lost echo fails the test
+		}
+	}()
+	inNamespace(t, nt.Namespace(0), func() { conn, err = net.ListenPacket("udp4", nt.Addr(0)+":0") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	to := &net.UDPAddr{IP: net.ParseIP(nt.Addr(1)), Port: 9}
+	// rtts sends n datagrams at once and returns each one's round trip.
+	rtts := func(n int) []time.Duration {
+		t.Helper()
+		sent := time.Now()
+		for i := range n {
+			if _, err := conn.WriteTo([]byte{byte(i)}, to); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out := make([]time.Duration, n)
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck // a socket's deadline
+		buf := make([]byte, 64)
+		for range n {
+			k, _, err := conn.ReadFrom(buf)
+			if err != nil || k != 1 {
+				t.Fatalf("an echo did not come back: %v", err)
+			}
+			out[buf[0]] = time.Since(sent)
+		}
+		return out
+	}
+
+	const max = 300 * time.Millisecond
+	stop, err := nt.Jitter(ctx, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := Rules{}
+	rules.Delay(1)
+	if err := nt.Apply(ctx, rules); err != nil {
+		t.Fatal(err)
+	}
+	got := rtts(20)
+	// 20 draws from [0, 300ms]: all below 30 ms has odds of 1e-20.
+	if slices.Max(got) < max/10 {
+		t.Errorf("round trips %v: no packet was held", got)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	// Stopped, with the rule still there: --queue-bypass lets packets go.
+	rtts(5)
 }
