@@ -200,10 +200,11 @@ func (m *Member) awaitRefutation(ctx context.Context, id string, correlated bool
 	if cfg.hooks != nil && cfg.hooks.refuteWait != nil {
 		cfg.hooks.refuteWait(id, since)
 	}
-	if err := sleep(ctx, cfg.RefuteWindow-time.Since(since)); err != nil {
+	window := cfg.RefuteWait()
+	if err := sleep(ctx, window-time.Since(since)); err != nil {
 		return err
 	}
-	waited := max(cfg.RefuteWindow, time.Since(since))
+	waited := max(window, time.Since(since))
 	for correlated {
 		others, err := m.othersSilent(ctx, id)
 		if err != nil {
@@ -220,6 +221,21 @@ func (m *Member) awaitRefutation(ctx context.Context, id string, correlated bool
 		waited += more
 	}
 	return nil
+}
+
+// RefuteWait is how long a quorum of silent votes stands before it evicts
+// when no other member is silent:
+//
+//	RefuteWait = RefuteWindow + 2 * LocalLag()
+//
+// LocalLag is 0 on a host whose cores keep up, so the window is
+// RefuteWindow alone; on one where processes wait hundreds of milliseconds
+// for a core, a live member that was among them gets the time to answer.
+func (c Config) RefuteWait() time.Duration {
+	if c.LocalLag == nil {
+		return c.RefuteWindow
+	}
+	return c.RefuteWindow + 2*max(c.LocalLag(), 0)
 }
 
 // CorrelatedWait is how long, in all, the votes against a silent member

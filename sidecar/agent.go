@@ -61,6 +61,8 @@ type Agent struct {
 	firstGen  int64         // the first generation this process trained in (0: none yet)
 	draining  *api.Event
 	gossipped map[string]bool // gossip addresses joined
+	seeded    map[string]bool // members whose gossip address was joined
+	lag       lagMeter
 	beats     heartbeats
 	beatCh    chan struct{}      // capacity 1: a heartbeat arrived since the last flush
 	stepped   chan time.Duration // capacity 1: a step, and how long a pause is a stall (stall.go)
@@ -94,6 +96,7 @@ func New(cfg Config, logger *slog.Logger) (*Agent, error) {
 		started:    make(chan struct{}),
 		changed:    make(chan struct{}),
 		gossipped:  make(map[string]bool),
+		seeded:     make(map[string]bool),
 		presence:   newPresence(cfg.TrainerTimeout, cfg.Slots),
 		beatCh:     make(chan struct{}, 1),
 		stepped:    make(chan time.Duration, 1),
@@ -141,7 +144,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 				return errors.New("membership stopped")
 			}
 			a.setGeneration(runCtx, g)
-			a.seedGossip(runCtx)
+			a.seedGossip(runCtx, g)
 			if !released {
 				// Start-up is over: the member is in a generation and
 				// gossips with its peers.
@@ -194,6 +197,7 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 	jcfg.Logger = a.base
 	jcfg.OnError = func(op string, _ error) { a.metrics.etcdErrors.WithLabelValues(op).Inc() }
 	jcfg.OnBadValue = func(kind string) { a.metrics.invalidRecords.WithLabelValues(kind).Inc() }
+	jcfg.LocalLag = a.lag.recent
 	if a.job, err = coordinator.NewJob(a.client, jcfg); err != nil {
 		return err
 	}
@@ -236,13 +240,16 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.seedGossip(ctx)
-	a.detect.Start(runCtx, detectorDeps{
-		Probes: a.gossip, View: a.gossip, Votes: a.member, Roster: a.job, Resets: sockreset.New(a.log),
-	})
+	a.seedGossip(ctx, nil)
+	deps := detectorDeps{Probes: a.gossip, View: a.gossip, Votes: a.member, Roster: a.job}
+	if cfg.SocketReset {
+		deps.Resets = sockreset.New(a.log)
+	}
+	a.detect.Start(runCtx, deps)
 	a.wg.Go(a.detect.Wait)
 	a.wg.Go(func() { a.flushHeartbeats(runCtx) })
 	a.wg.Go(func() { a.watchStalls(runCtx) })
+	a.wg.Go(func() { a.lag.run(runCtx) })
 	a.wg.Go(func() { a.followTrainer(runCtx) })
 	a.metrics.straggler.WithLabelValues(cfg.MemberID).Set(0)
 	a.wg.Go(func() { a.member.FollowStraggler(runCtx, a.straggling) })

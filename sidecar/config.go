@@ -108,6 +108,13 @@ type Config struct {
 	// AwaitTrainer joins the member pending: it enters the ring once its
 	// trainer first asks for a rendezvous, not while it is still starting.
 	AwaitTrainer bool
+	// SocketReset destroys the trainer's TCP connections to a member
+	// found dead, so a collective blocked on it fails at once (it needs
+	// CAP_NET_ADMIN). Each reset lists the sockets of the host's
+	// connection table, a millisecond or two of kernel time per member
+	// death; a trainer that aborts its own collectives on a new generation
+	// (ringside's Python client and Go ring trainer do) does not need it.
+	SocketReset bool
 	// TrainerTimeout is how long a trainer without an open event stream
 	// stays attached after its last heartbeat (or answered rendezvous),
 	// and how long a stream the sidecar ended may stay closed: then the
@@ -147,6 +154,7 @@ func DefaultConfig() Config {
 		Grace:          25 * time.Second,
 		StatusInterval: time.Second,
 		TrainerTimeout: 10 * time.Second,
+		SocketReset:    true,
 		DrainTaints:    preempt.DefaultTaints(),
 		// The notice is off (no file, no URL) until one is given.
 		PreemptionNotice: preempt.Notice{Interval: preempt.DefaultNoticeInterval},

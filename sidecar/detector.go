@@ -712,8 +712,8 @@ func (d *detector) announceDead(name string) {
 // resetSockets destroys the trainer's connections to a dead peer, so a
 // collective blocked on it fails now.
 func (d *detector) resetSockets(ctx context.Context, name string, ip net.IP) {
-	if ip == nil || ip.Equal(d.advertise) {
-		return // a peer on our own address: resetting would cut our own
+	if d.Resets == nil || ip == nil || ip.Equal(d.advertise) {
+		return // off, or a peer on our own address: resetting would cut our own
 	}
 	n, err := d.Resets.Reset(ctx, ip)
 	switch {

@@ -2,11 +2,25 @@ package sidecar
 
 import (
 	"context"
+	"slices"
 	"time"
+
+	"github.com/ringside/ringside/coordinator/record"
 )
 
-// seedGossip joins the gossip addresses of members not joined yet.
-func (a *Agent) seedGossip(ctx context.Context) {
+// seedGossip joins gossip addresses of members not joined yet: starting (g
+// nil), every member's. With a generation that names members not joined
+// yet (newcomers), only their ring neighbours, which watch them, join them
+// at once: the others hear of them through gossip (and the newcomer joined
+// every member itself), rather than every member syncing its state with a
+// newcomer at the same moment (at 128 members, that stalled the newcomer
+// for most of a second, long enough to be voted against). A generation
+// that only lost members costs no read, which every member would make at
+// once.
+func (a *Agent) seedGossip(ctx context.Context, g *record.Generation) {
+	if g != nil && a.seededAll(g) {
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	members, err := a.job.Members(ctx)
@@ -14,25 +28,53 @@ func (a *Agent) seedGossip(ctx context.Context) {
 		a.log.Warn("could not list members to seed gossip", "err", err)
 		return
 	}
-	var seeds []string
+	var near []string
+	if g != nil {
+		near = neighbours(g, a.cfg.MemberID)
+	}
+	var fresh []record.MemberInfo
 	a.mu.Lock()
 	for _, m := range members {
 		if m.ID != a.cfg.MemberID && m.GossipAddr != "" && !a.gossipped[m.GossipAddr] {
-			seeds = append(seeds, m.GossipAddr)
+			fresh = append(fresh, m)
 		}
 	}
 	a.mu.Unlock()
-	if len(seeds) == 0 {
-		return
+	var seeds []string
+	for _, m := range fresh {
+		if g == nil || slices.Contains(near, m.ID) {
+			seeds = append(seeds, m.GossipAddr)
+		}
 	}
-	n, err := a.gossip.Join(ctx, seeds)
-	if err != nil && n == 0 {
-		a.log.Warn("gossip join", "seeds", seeds, "err", err)
-		return
+	if len(seeds) > 0 {
+		n, err := a.gossip.Join(ctx, seeds)
+		if err != nil && n == 0 {
+			a.log.Warn("gossip join", "seeds", seeds, "err", err)
+			return
+		}
 	}
 	a.mu.Lock()
-	for _, s := range seeds {
-		a.gossipped[s] = true
+	for _, m := range fresh {
+		a.gossipped[m.GossipAddr] = true
+		a.seeded[m.ID] = true
 	}
 	a.mu.Unlock()
+}
+
+// seededAll reports whether every member and standby of g but this one was
+// joined already.
+func (a *Agent) seededAll(g *record.Generation) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, m := range g.Members {
+		if m.ID != a.cfg.MemberID && !a.seeded[m.ID] {
+			return false
+		}
+	}
+	for _, id := range g.Standby {
+		if id != a.cfg.MemberID && !a.seeded[id] {
+			return false
+		}
+	}
+	return true
 }

@@ -196,7 +196,9 @@ func detectOnce(ctx context.Context, cfg DetectConfig, run int, progress io.Writ
 	}
 	defer cleanup()
 	const jobName = "detect"
-	job, err := localjob.Start(ctx, localjob.Config{Job: jobName, Dir: dir})
+	// No trainer runs, so no socket is reset: a reset lists the host's
+	// whole connection table, which here is every member's.
+	job, err := localjob.Start(ctx, localjob.Config{Job: jobName, Dir: dir, SidecarArgs: []string{"--socket-reset=false"}})
 	if err != nil {
 		return DetectRun{}, err
 	}

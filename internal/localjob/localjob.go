@@ -426,8 +426,18 @@ func (j *Job) Close() {
 	j.mu.Lock()
 	all := j.all
 	j.mu.Unlock()
+	// Every process at once, then wait for them: one by one, each death
+	// would set off a re-formation among all the others still alive.
 	for _, w := range all {
-		j.Kill(w)
+		j.forget(w)
+		for _, p := range w.procs() {
+			p.Signal(syscall.SIGKILL) //nolint:errcheck // one already gone is what Close wants
+		}
+	}
+	for _, w := range all {
+		for _, p := range w.procs() {
+			<-p.Done()
+		}
 		w.API.Close()
 	}
 	if j.etcd != nil {

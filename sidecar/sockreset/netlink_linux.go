@@ -20,6 +20,11 @@ const (
 	sizeofDiagReq = 8 + sizeofSockID      // struct inet_diag_req_v2
 	sizeofDiagMsg = 4 + sizeofSockID + 20 // struct inet_diag_msg
 
+	inetDiagReqBytecode = 1 // INET_DIAG_REQ_BYTECODE, the request's filter
+	inetDiagBCDCond     = 8 // INET_DIAG_BC_D_COND: the remote address matches
+	sizeofBCOp          = 4 // struct inet_diag_bc_op
+	sizeofHostcond      = 8 // struct inet_diag_hostcond, before its address
+
 	tcpTimeWait = 6  // TCP_TIME_WAIT
 	tcpListen   = 10 // TCP_LISTEN
 	tcpMaxState = 12 // TCP_NEW_SYN_RECV, the last state with a peer
@@ -48,7 +53,7 @@ func destroyTCP(ctx context.Context, peer net.IP) (int, error) {
 	destroyed := 0
 	var errs []error
 	for _, family := range familiesFor(peer) {
-		socks, err := c.dump(family)
+		socks, err := c.dump(family, peer)
 		if err != nil {
 			if family == unix.AF_INET6 && peer.To4() != nil &&
 				(errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EAFNOSUPPORT)) {
@@ -185,9 +190,12 @@ func openDiag(ctx context.Context) (*diagConn, error) {
 
 func (c *diagConn) close() { unix.Close(c.fd) }
 
-// dump lists the TCP sockets of family in resetStates.
-func (c *diagConn) dump(family uint8) ([]socket, error) {
-	seq, err := c.send(unix.SOCK_DIAG_BY_FAMILY, unix.NLM_F_DUMP, family, resetStates, sockID{})
+// dump lists the TCP sockets of family in resetStates whose remote address
+// is peer. The kernel filters them (peerFilter): a host's other sockets,
+// thousands where many workers share its network namespace, never cross
+// into this process.
+func (c *diagConn) dump(family uint8, peer net.IP) ([]socket, error) {
+	seq, err := c.send(unix.SOCK_DIAG_BY_FAMILY, unix.NLM_F_DUMP, family, resetStates, sockID{}, peerFilter(peer)...)
 	if err != nil {
 		return nil, err
 	}
@@ -216,11 +224,36 @@ func (c *diagConn) destroy(s socket) error {
 	return c.receive(seq, func(uint16, []byte) (bool, error) { return false, nil })
 }
 
-// send writes one request, an nlmsghdr and an inet_diag_req_v2, and returns
-// its sequence number.
-func (c *diagConn) send(typ, flags uint16, family uint8, states uint32, id sockID) (uint32, error) {
+// peerFilter is the INET_DIAG_REQ_BYTECODE attribute that keeps the sockets
+// whose remote address is peer, on any port: one condition, whose "yes"
+// ends the program (keep) and whose "no" jumps past its end (drop). An
+// IPv4 condition matches IPv4-mapped IPv6 sockets too.
+func peerFilter(peer net.IP) []byte {
+	family, addr := uint8(unix.AF_INET6), peer.To16()
+	if v4 := peer.To4(); v4 != nil {
+		family, addr = unix.AF_INET, v4
+	}
+	n := sizeofBCOp + sizeofHostcond + len(addr)
+	b := make([]byte, unix.NLA_HDRLEN+n)
+	native.PutUint16(b[0:], uint16(len(b)))
+	native.PutUint16(b[2:], inetDiagReqBytecode)
+	op := b[unix.NLA_HDRLEN:]
+	op[0] = inetDiagBCDCond
+	op[1] = uint8(n)                      // yes: to the end, kept
+	native.PutUint16(op[2:], uint16(n+4)) // no: past the end, dropped
+	cond := op[sizeofBCOp:]
+	cond[0] = family
+	cond[1] = uint8(len(addr) * 8)         // the prefix: the whole address
+	native.PutUint32(cond[4:], ^uint32(0)) // port -1: any
+	copy(cond[sizeofHostcond:], addr)
+	return b
+}
+
+// send writes one request, an nlmsghdr, an inet_diag_req_v2 and attrs
+// (netlink attributes), and returns its sequence number.
+func (c *diagConn) send(typ, flags uint16, family uint8, states uint32, id sockID, attrs ...byte) (uint32, error) {
 	c.seq++
-	b := make([]byte, unix.NLMSG_HDRLEN+sizeofDiagReq)
+	b := make([]byte, unix.NLMSG_HDRLEN+sizeofDiagReq, unix.NLMSG_HDRLEN+sizeofDiagReq+len(attrs))
 	native.PutUint32(b[0:], uint32(len(b)))
 	native.PutUint16(b[4:], typ)
 	native.PutUint16(b[6:], flags|unix.NLM_F_REQUEST)
@@ -230,6 +263,8 @@ func (c *diagConn) send(typ, flags uint16, family uint8, states uint32, id sockI
 	req[1] = unix.IPPROTO_TCP
 	native.PutUint32(req[4:], states)
 	id.put(req[8:])
+	b = append(b, attrs...)
+	native.PutUint32(b[0:], uint32(len(b)))
 	if err := unix.Sendto(c.fd, b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return 0, fmt.Errorf("send to sock_diag: %w", err)
 	}

@@ -139,6 +139,28 @@ func TestResetAbortsConnectionsToThePeerAndNoOthers(t *testing.T) {
 	echo(t, toBystander, fromBystander)
 }
 
+// The kernel filters a dump to the peer's sockets: a host's others (thousands
+// where many workers share its network namespace) never reach the sidecar.
+func TestTheKernelListsThePeersSocketsAlone(t *testing.T) {
+	dead := listen(t, net.JoinHostPort(deadAddr, "0"))
+	bystander := listen(t, net.JoinHostPort(bystanderAddr, "0"))
+	connect(t, dead, clientAddr)
+	connect(t, bystander, clientAddr)
+	connect(t, bystander, clientAddr)
+	c, err := openDiag(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	socks, err := c.dump(unix.AF_INET, net.ParseIP(deadAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(socks) != 1 || !socks[0].remoteIs(net.ParseIP(deadAddr)) {
+		t.Fatalf("the dump for %s listed %v, want the one connection to it", deadAddr, socks)
+	}
+}
+
 func TestResetAbortsIPv4MappedConnections(t *testing.T) {
 	// A dual-stack listener accepts IPv4 connections on an IPv6 socket, whose
 	// remote address is IPv4-mapped (::ffff:127.86.0.6).
