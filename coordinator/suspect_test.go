@@ -439,3 +439,31 @@ func TestTheRefuteWindowCountsFromTheFirstVote(t *testing.T) {
 		t.Fatalf("the refute window counted from %v, after the first vote was seen (before %v)", at.Format(time.StampMicro), seen.Format(time.StampMicro))
 	}
 }
+
+// A voter that went unscheduled lately (LocalLag) gives a silent suspect
+// twice that long more to refute: on a host where processes wait that long
+// for a core, the suspect may be one of them.
+func TestTheRefuteWindowGrowsWithTheVotersLag(t *testing.T) {
+	const window, lag = 100 * time.Millisecond, 400 * time.Millisecond
+	j, _ := testJob(t, func(c *Config) {
+		c.TTL, c.RefuteWindow = 60*time.Second, window
+		c.LocalLag = func() time.Duration { return lag }
+	})
+	if got, want := j.cfg.RefuteWait(), window+2*lag; got != want {
+		t.Fatalf("RefuteWait %s, want %s", got, want)
+	}
+	a, b, c := join(t, j, "a"), join(t, j, "b"), join(t, j, "c")
+	await(t, b, "all three", hasIDs("a", "b", "c"))
+	a.Close() // silent from now on: nobody refutes
+
+	start := time.Now()
+	if v := suspect(t, b, "a"); v != Voted {
+		t.Fatalf("the first vote: %s, want voted", v)
+	}
+	if v := suspect(t, c, "a"); v != Evicted {
+		t.Fatalf("the second vote: %s, want evicted", v)
+	}
+	if took := time.Since(start); took < window+2*lag {
+		t.Fatalf("evicted %s after the first vote, before the window of %s", took, window+2*lag)
+	}
+}

@@ -28,10 +28,6 @@ func (a *Agent) seedGossip(ctx context.Context, g *record.Generation) {
 		a.log.Warn("could not list members to seed gossip", "err", err)
 		return
 	}
-	var near []string
-	if g != nil {
-		near = neighbours(g, a.cfg.MemberID)
-	}
 	var fresh []record.MemberInfo
 	a.mu.Lock()
 	for _, m := range members {
@@ -40,13 +36,7 @@ func (a *Agent) seedGossip(ctx context.Context, g *record.Generation) {
 		}
 	}
 	a.mu.Unlock()
-	var seeds []string
-	for _, m := range fresh {
-		if g == nil || slices.Contains(near, m.ID) {
-			seeds = append(seeds, m.GossipAddr)
-		}
-	}
-	if len(seeds) > 0 {
+	if seeds := seedsOf(fresh, g, a.cfg.MemberID); len(seeds) > 0 {
 		n, err := a.gossip.Join(ctx, seeds)
 		if err != nil && n == 0 {
 			a.log.Warn("gossip join", "seeds", seeds, "err", err)
@@ -77,4 +67,21 @@ func (a *Agent) seededAll(g *record.Generation) bool {
 		}
 	}
 	return true
+}
+
+// seedsOf returns the gossip addresses that member self joins among fresh,
+// the members it has not joined yet: all of them when starting (g nil),
+// else those that are its ring neighbours in g.
+func seedsOf(fresh []record.MemberInfo, g *record.Generation, self string) []string {
+	var near []string
+	if g != nil {
+		near = neighbours(g, self)
+	}
+	var seeds []string
+	for _, m := range fresh {
+		if g == nil || slices.Contains(near, m.ID) {
+			seeds = append(seeds, m.GossipAddr)
+		}
+	}
+	return seeds
 }
