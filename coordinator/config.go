@@ -109,7 +109,7 @@ type Config struct {
 	// LocalLag, if set, says how long this process recently went
 	// unscheduled (sidecar's lag meter: how late its own timers fired).
 	// A silent member's votes stand that long twice more before they
-	// evict it (see RefuteWait): a voter on a host where processes go
+	// evict it (see RefuteWait; unreachable ones do not wait for it): a voter on a host where processes go
 	// unscheduled that long cannot tell a silent peer from a descheduled
 	// one, and the suspect's refutation needs a turn on its CPU and the
 	// voter another to see it. Lifeguard's local health, in time.

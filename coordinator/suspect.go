@@ -156,11 +156,13 @@ func (m *Member) suspect(ctx context.Context, id string, vote record.Vote) (Verd
 	// time: the eviction compares every vote, so the suspect had the whole
 	// window to refute that one, and a second voter's check (one probe
 	// timeout) no longer adds to it.
+	var waited time.Duration
 	if !gone {
 		since := m.job.keys.firstSeen(standing)
 		if err := m.awaitRefutation(ctx, id, !unreachable, since); err != nil {
 			return Voted, err
 		}
+		waited = time.Since(since)
 	}
 	eresp, err := client.Txn(ctx).If(cmps...).Then(
 		clientv3.OpDelete(votesPrefix, clientv3.WithPrefix()),
@@ -186,7 +188,8 @@ func (m *Member) suspect(ctx context.Context, id string, vote record.Vote) (Verd
 	if err != nil {
 		return Evicted, fmt.Errorf("suspect %s: revoke lease %x: %w", id, lease, err)
 	}
-	m.log.Info("evicted a member confirmed unresponsive", "evicted", id, "lease", leaseHex(clientv3.LeaseID(lease)), "votes", len(cmps)-1)
+	m.log.Info("evicted a member confirmed unresponsive", "evicted", id, "lease", leaseHex(clientv3.LeaseID(lease)), "votes", len(cmps)-1,
+		"gone", gone, "unreachable", unreachable, "waited", waited)
 	return Evicted, nil
 }
 
@@ -200,7 +203,10 @@ func (m *Member) awaitRefutation(ctx context.Context, id string, correlated bool
 	if cfg.hooks != nil && cfg.hooks.refuteWait != nil {
 		cfg.hooks.refuteWait(id, since)
 	}
-	window := cfg.RefuteWait()
+	window := cfg.RefuteWindow
+	if correlated {
+		window = cfg.RefuteWait() // a stall explains silence, never an unreachable node
+	}
 	if err := sleep(ctx, window-time.Since(since)); err != nil {
 		return err
 	}
@@ -224,7 +230,9 @@ func (m *Member) awaitRefutation(ctx context.Context, id string, correlated bool
 }
 
 // RefuteWait is how long a quorum of silent votes stands before it evicts
-// when no other member is silent:
+// when no other member is silent (a quorum that found the node unreachable
+// waits RefuteWindow alone: no stall keeps a kernel from answering a TCP
+// handshake):
 //
 //	RefuteWait = RefuteWindow + 2 * LocalLag()
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -150,7 +151,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 				// gossips with its peers.
 				released = true
 				a.releaseStartupPages()
-				t := time.NewTimer(secondRelease)
+				t := time.NewTimer(secondRelease + rand.N(secondReleaseSpread))
 				defer t.Stop()
 				again = t.C
 			}
@@ -583,8 +584,14 @@ func (a *Agent) gossipSuspects() float64 {
 }
 
 // secondRelease is when, after the first generation, start-up pages are
-// released once more.
-const secondRelease = 15 * time.Second
+// released once more, plus a random part of secondReleaseSpread: the pages
+// the sidecar still uses come back with a burst of page faults, which under
+// load stalls it for a few hundred milliseconds, long enough to be
+// suspected, and the sidecars of a job all started together.
+const (
+	secondRelease       = 15 * time.Second
+	secondReleaseSpread = 30 * time.Second
+)
 
 // releaseStartupPages unmaps the executable's pages that starting up
 // touched (see footprint.ReleaseStartupPages).

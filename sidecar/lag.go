@@ -11,7 +11,7 @@ import (
 // counts fully at once and by half lagHalfLife later.
 const (
 	lagTick     = 100 * time.Millisecond
-	lagHalfLife = 5 * time.Second
+	lagHalfLife = 30 * time.Second
 )
 
 // lagMeter measures how long this process goes unscheduled: how late a
