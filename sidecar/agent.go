@@ -56,17 +56,16 @@ type Agent struct {
 	stopCtx context.Context
 	stop    context.CancelFunc
 
-	mu        sync.Mutex
-	gen       *record.Generation
-	changed   chan struct{} // closed and replaced when gen changes
-	firstGen  int64         // the first generation this process trained in (0: none yet)
-	draining  *api.Event
-	gossipped map[string]bool // gossip addresses joined
-	seeded    map[string]bool // members whose gossip address was joined
-	lag       lagMeter
-	beats     heartbeats
-	beatCh    chan struct{}      // capacity 1: a heartbeat arrived since the last flush
-	stepped   chan time.Duration // capacity 1: a step, and how long a pause is a stall (stall.go)
+	mu       sync.Mutex
+	gen      *record.Generation
+	changed  chan struct{} // closed and replaced when gen changes
+	firstGen int64         // the first generation this process trained in (0: none yet)
+	draining *api.Event
+	seeded   map[string]string // member id -> the gossip address joined
+	lag      lagMeter
+	beats    heartbeats
+	beatCh   chan struct{}      // capacity 1: a heartbeat arrived since the last flush
+	stepped  chan time.Duration // capacity 1: a step, and how long a pause is a stall (stall.go)
 
 	apiToken string // the API token (apiguard.go); "" without a token file
 
@@ -96,8 +95,7 @@ func New(cfg Config, logger *slog.Logger) (*Agent, error) {
 		reloadKeys: make(chan struct{}, 1),
 		started:    make(chan struct{}),
 		changed:    make(chan struct{}),
-		gossipped:  make(map[string]bool),
-		seeded:     make(map[string]bool),
+		seeded:     make(map[string]string),
 		presence:   newPresence(cfg.TrainerTimeout, cfg.Slots),
 		beatCh:     make(chan struct{}, 1),
 		stepped:    make(chan time.Duration, 1),

@@ -31,7 +31,7 @@ func (a *Agent) seedGossip(ctx context.Context, g *record.Generation) {
 	var fresh []record.MemberInfo
 	a.mu.Lock()
 	for _, m := range members {
-		if m.ID != a.cfg.MemberID && m.GossipAddr != "" && !a.gossipped[m.GossipAddr] {
+		if m.ID != a.cfg.MemberID && m.GossipAddr != "" && a.seeded[m.ID] != m.GossipAddr {
 			fresh = append(fresh, m)
 		}
 	}
@@ -45,8 +45,7 @@ func (a *Agent) seedGossip(ctx context.Context, g *record.Generation) {
 	}
 	a.mu.Lock()
 	for _, m := range fresh {
-		a.gossipped[m.GossipAddr] = true
-		a.seeded[m.ID] = true
+		a.seeded[m.ID] = m.GossipAddr
 	}
 	a.mu.Unlock()
 }
@@ -57,12 +56,12 @@ func (a *Agent) seededAll(g *record.Generation) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, m := range g.Members {
-		if m.ID != a.cfg.MemberID && !a.seeded[m.ID] {
+		if m.ID != a.cfg.MemberID && a.seeded[m.ID] == "" {
 			return false
 		}
 	}
 	for _, id := range g.Standby {
-		if id != a.cfg.MemberID && !a.seeded[id] {
+		if id != a.cfg.MemberID && a.seeded[id] == "" {
 			return false
 		}
 	}

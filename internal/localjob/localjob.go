@@ -299,9 +299,19 @@ func (w *Worker) procs() []*launch.Process {
 func (j *Job) Kill(w *Worker) {
 	j.forget(w)
 	// Both at once, as a pod is lost, then wait for both.
+	w.sigkill()
+	w.wait()
+}
+
+// sigkill sends SIGKILL to the worker's processes, without waiting.
+func (w *Worker) sigkill() {
 	for _, p := range w.procs() {
-		p.Signal(syscall.SIGKILL) //nolint:errcheck // one already gone is what Kill wants
+		p.Signal(syscall.SIGKILL) //nolint:errcheck // one already gone is what a kill wants
 	}
+}
+
+// wait waits until the worker's processes have exited.
+func (w *Worker) wait() {
 	for _, p := range w.procs() {
 		<-p.Done()
 	}
@@ -430,14 +440,10 @@ func (j *Job) Close() {
 	// would set off a re-formation among all the others still alive.
 	for _, w := range all {
 		j.forget(w)
-		for _, p := range w.procs() {
-			p.Signal(syscall.SIGKILL) //nolint:errcheck // one already gone is what Close wants
-		}
+		w.sigkill()
 	}
 	for _, w := range all {
-		for _, p := range w.procs() {
-			<-p.Done()
-		}
+		w.wait()
 		w.API.Close()
 	}
 	if j.etcd != nil {

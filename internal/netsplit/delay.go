@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -90,7 +89,7 @@ func (nt *Net) Jitter(ctx context.Context, max time.Duration) (stop func() error
 
 // openQueue opens the Delay queue in member i's namespace.
 func (nt *Net) openQueue(i int) (*nfqueue.Nfqueue, error) {
-	ns, err := os.Open(filepath.Join("/run/netns", nt.Namespace(i)))
+	ns, err := os.Open(nt.NamespacePath(i))
 	if err != nil {
 		return nil, fmt.Errorf("netsplit: member %d's namespace: %w", i, err)
 	}

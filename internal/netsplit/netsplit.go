@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 )
@@ -138,6 +139,9 @@ func (nt *Net) Close() error { return Sweep(context.Background(), nt.prefix) }
 
 // Namespace is member i's namespace.
 func (nt *Net) Namespace(i int) string { return fmt.Sprintf("%sm%d", nt.prefix, i) }
+
+// NamespacePath is the file of member i's namespace, which setns takes.
+func (nt *Net) NamespacePath(i int) string { return filepath.Join("/run/netns", nt.Namespace(i)) }
 
 // Addr is member i's address.
 func (nt *Net) Addr(i int) string { return fmt.Sprintf("10.233.%d.%d", nt.subnet, i+2) }

@@ -5,7 +5,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -112,8 +111,8 @@ func TestCreateRefusesWhatCannotBeNamed(t *testing.T) {
 	}
 }
 
-// inNamespace runs f on a thread in namespace ns: the sockets f opens stay
-// in it.
+// inNamespace runs f on a thread in the namespace of the file ns: the
+// sockets f opens stay in it.
 func inNamespace(t *testing.T, ns string, f func()) {
 	t.Helper()
 	runtime.LockOSThread()
@@ -122,7 +121,7 @@ func inNamespace(t *testing.T, ns string, f func()) {
 		t.Fatal(err)
 	}
 	defer self.Close()
-	target, err := os.Open(filepath.Join("/run/netns", ns))
+	target, err := os.Open(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +148,7 @@ func TestJitterDelaysEveryPacketAndLosesNone(t *testing.T) {
 	}
 	t.Cleanup(func() { nt.Close() }) //nolint:errcheck // the other test checks Close
 	var echo, conn net.PacketConn
-	inNamespace(t, nt.Namespace(1), func() { echo, err = net.ListenPacket("udp4", nt.Addr(1)+":9") })
+	inNamespace(t, nt.NamespacePath(1), func() { echo, err = net.ListenPacket("udp4", nt.Addr(1)+":9") })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +163,7 @@ func TestJitterDelaysEveryPacketAndLosesNone(t *testing.T) {
 			echo.WriteTo(buf[:n], from) //nolint:errcheck // a lost echo fails the test
 		}
 	}()
-	inNamespace(t, nt.Namespace(0), func() { conn, err = net.ListenPacket("udp4", nt.Addr(0)+":0") })
+	inNamespace(t, nt.NamespacePath(0), func() { conn, err = net.ListenPacket("udp4", nt.Addr(0)+":0") })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import struct
 
 MAGIC = b"RINGSIDE-STATE/1\n"
 _LEN = struct.Struct(">Q")
+_HEAD = len(MAGIC) + _LEN.size  # the magic and the skeleton's length
 # Skeletons are small (the names and shapes of the tensors); a huge one is
 # a corrupt or hostile payload.
 _MAX_SKELETON = 256 << 20
@@ -162,15 +163,9 @@ def decode(payload):
     """Builds the value encode() was given. Raises ValueError on anything
     that is not such a payload (a pickle, truncated or altered bytes)."""
     payload = memoryview(payload)
-    if bytes(payload[:len(MAGIC)]) != MAGIC:
-        raise ValueError("not a ringside state payload (it starts with %r); refusing to decode it"
-                         % bytes(payload[:16]))
-    off = len(MAGIC)
-    if len(payload) < off + _LEN.size:
-        raise ValueError("truncated state payload")
-    (n,) = _LEN.unpack(payload[off:off + _LEN.size])
-    off += _LEN.size
-    if n > _MAX_SKELETON or off + n > len(payload):
+    n = _skeleton_len(bytes(payload[:_HEAD]))
+    off = _HEAD
+    if off + n > len(payload):
         raise ValueError("state payload skeleton of %d bytes does not fit in %d" % (n, len(payload)))
     try:
         skeleton = json.loads(bytes(payload[off:off + n]))
@@ -179,14 +174,24 @@ def decode(payload):
     return _dec(skeleton, payload[off + n:], 0)
 
 
+def _skeleton_len(head):
+    """The skeleton's length that head, a payload's first _HEAD bytes,
+    gives. Raises ValueError when they are no payload's start."""
+    if head[:len(MAGIC)] != MAGIC:
+        raise ValueError("not a ringside state payload (it starts with %r); refusing to decode it" % head[:16])
+    if len(head) < _HEAD:
+        raise ValueError("truncated state payload")
+    (n,) = _LEN.unpack(head[len(MAGIC):_HEAD])
+    if n > _MAX_SKELETON:
+        raise ValueError("state payload skeleton of %d bytes is too large" % n)
+    return n
+
+
 def read_skeleton(f):
     """The JSON skeleton at the start of the payload in the binary file f,
     its tensors unread. Raises ValueError when f holds no such payload."""
-    head = f.read(len(MAGIC) + _LEN.size)
-    if len(head) < len(MAGIC) + _LEN.size or head[:len(MAGIC)] != MAGIC:
-        raise ValueError("not a ringside state payload")
-    (n,) = _LEN.unpack(head[len(MAGIC):])
-    raw = f.read(n) if n <= _MAX_SKELETON else b""
+    n = _skeleton_len(f.read(_HEAD))
+    raw = f.read(n)
     if len(raw) != n:
         raise ValueError("truncated state payload skeleton")
     return json.loads(raw)
