@@ -166,7 +166,7 @@ func (c *candidacy) ahead(ks *keyspace, pos int, named bool) int {
 		if n >= c.k {
 			return n
 		}
-		if campaigning[id] || ks.registered[id] {
+		if _, registered := ks.registered[id]; campaigning[id] || registered {
 			n++
 		}
 	}

@@ -218,7 +218,7 @@ func TestCandidacyRule(t *testing.T) {
 				ks.campaign[key] = campaigner{id: id, rev: int64(10 + i)}
 			}
 			for _, id := range c.cands.order {
-				ks.registered[id] = true
+				ks.registered[id] = 1 // a lease
 			}
 			for _, id := range tt.gone {
 				delete(ks.registered, id)

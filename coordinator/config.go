@@ -48,6 +48,17 @@ type Config struct {
 	// node or a partition, which the side that keeps etcd should not wait
 	// out.
 	CorrelatedRefuteWindow time.Duration
+	// IdleRefuteWindow replaces RefuteWindow for a quorum of silent votes
+	// none of whose voters' trainers was held up (record.Vote.Waiting):
+	// no collective waits on the suspect, so its silence costs the job
+	// nothing yet, while its eviction would cost every rank a
+	// re-formation. A sidecar starved of CPU for a second (128 sidecars
+	// on two busy cores) keeps its place; a frozen one still holds up
+	// the trainers of its neighbours at their next collective, and their
+	// votes then evict it after RefuteWindow. Members whose trainers
+	// report no steps (restart mode, Horovod) always wait this long. A
+	// window shorter than RefuteWindow counts as RefuteWindow.
+	IdleRefuteWindow time.Duration
 	// ExpiryGrace is how long the leader keeps in the ring a member of the
 	// generation whose key vanished without an eviction or a leave: its
 	// lease expired, most often because etcd was frozen or unreachable
@@ -114,6 +125,11 @@ type Config struct {
 	// one, and the suspect's refutation needs a turn on its CPU and the
 	// voter another to see it. Lifeguard's local health, in time.
 	LocalLag func() time.Duration
+	// Waiting, if set, says whether this member's trainer is held up now:
+	// it has made no step for its stall limit (the sidecar's stall watch).
+	// Each vote records it (record.Vote.Waiting). Unset, every vote counts
+	// as held up: a silent quorum waits RefuteWindow.
+	Waiting func() bool
 
 	hooks *testHooks
 }
@@ -155,6 +171,11 @@ func DefaultConfig(namespace, job string) Config {
 		// each a little after it unmapped its start-up pages, and two of
 		// them were evicted at 150 ms).
 		CorrelatedRefuteWindow: time.Second,
+		// 2 s: twice the longest stall of a live sidecar seen with 128
+		// of them on two busy cores (`bench detect --members 128 --load
+		// 2`: 1.04 s, as another sidecar was starting), and under the
+		// TTL, when a sidecar frozen for real loses its lease anyway.
+		IdleRefuteWindow: 2 * time.Second,
 		// 500 ms: pods of a scale-up start within a few hundred ms of each
 		// other; one generation for all of them beats one per pod.
 		Settle:    500 * time.Millisecond,
@@ -278,6 +299,7 @@ func (c Config) Validate() error {
 		{"StartWindow", "start window", c.StartWindow},
 		{"RefuteWindow", "refute window", c.RefuteWindow},
 		{"CorrelatedRefuteWindow", "correlated refute window", c.CorrelatedRefuteWindow},
+		{"IdleRefuteWindow", "idle refute window", c.IdleRefuteWindow},
 		{"ExpiryGrace", "expiry grace", c.ExpiryGrace},
 	} {
 		if d.v < 0 {

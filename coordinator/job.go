@@ -33,7 +33,8 @@ type Job struct {
 	candsGen *record.Generation
 	cands    *candidates
 
-	keys keyspace
+	keys  keyspace
+	votes voteWatches
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -52,6 +53,7 @@ func NewJob(client *clientv3.Client, cfg Config) (*Job, error) {
 		log:    cfg.logger().With("job", cfg.Job, "namespace", cfg.Namespace),
 		subs:   make(map[chan *record.Generation]struct{}),
 		keys:   newKeyspace(),
+		votes:  voteWatches{ctx: ctx, running: make(map[string]context.CancelFunc)},
 		cancel: cancel,
 	}
 	j.wg.Go(func() {
@@ -63,7 +65,11 @@ func NewJob(client *clientv3.Client, cfg Config) (*Job, error) {
 // Close stops the job's watches. Members joined through it must be closed or
 // have left first.
 func (j *Job) Close() {
+	// Under the lock refollowVotes starts watches under: none starts
+	// once Wait may have begun.
+	j.votes.mu.Lock()
 	j.cancel()
+	j.votes.mu.Unlock()
 	j.wg.Wait()
 }
 
@@ -153,6 +159,7 @@ func (j *Job) accept(value []byte) {
 		return
 	}
 	j.publish(g)
+	j.refollowVotes() // the ring may have changed
 }
 
 // newBackoff retries etcd operations from 50 ms up to 500 ms apart (each

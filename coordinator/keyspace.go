@@ -16,20 +16,23 @@ import (
 	"github.com/ringside/ringside/coordinator/record"
 )
 
-// A Job follows the keys its members react to in two watches, whatever
+// A Job follows the keys its members react to in one watch, whatever
 // number of members joined through it: one range (election/, evicted/,
 // generation and members/ sort together) for the generation, the
-// campaigns and the registrations, and one of suspects/ for the votes. Its
-// members share what the watches teach: the candidacies read the campaigns
-// and registrations kept here (candidacy.go), the votes against a member
-// of this process are refuted here, and WatchVotes fans the votes out.
-// Per-member watches cost a process of many members (a benchmark, a test)
-// O(members) setup after every join storm, and etcd as many watchers.
+// campaigns and the registrations. The votes its members need are followed
+// apart (votewatch.go). Its members share what the watches teach: the
+// candidacies read the campaigns and registrations kept here
+// (candidacy.go), the votes against a member of this process are refuted
+// here, and WatchVotes fans the votes out. Per-member watches cost a
+// process of many members (a benchmark, a test) O(members) setup after
+// every join storm, and etcd as many watchers.
 type keyspace struct {
-	mu         sync.Mutex
-	synced     chan struct{}         // closed once the first read is in
-	campaign   map[string]campaigner // by election key
-	registered map[string]bool       // ids with a member key
+	mu       sync.Mutex
+	synced   chan struct{}         // closed once the first read is in
+	campaign map[string]campaigner // by election key
+	// registered holds the lease of each member key, by id: a vote names
+	// it without reading it first.
+	registered map[string]int64
 	changed    map[chan struct{}]struct{}
 	voteSubs   map[*voteQueue]struct{}
 	locals     map[string]*Member // this process's members, by id
@@ -50,7 +53,7 @@ func newKeyspace() keyspace {
 	return keyspace{
 		synced:     make(chan struct{}),
 		campaign:   make(map[string]campaigner),
-		registered: make(map[string]bool),
+		registered: make(map[string]int64),
 		changed:    make(map[chan struct{}]struct{}),
 		voteSubs:   make(map[*voteQueue]struct{}),
 		locals:     make(map[string]*Member),
@@ -63,9 +66,9 @@ func newKeyspace() keyspace {
 // that revision away.
 func (j *Job) watchKeys(ctx context.Context) {
 	bo := newBackoff()
-	var revs watchRevs
+	var rev int64 // where the watch resumes; 0: read everything first
 	for ctx.Err() == nil {
-		err := j.followKeys(ctx, bo, &revs)
+		err := j.followKeys(ctx, bo, &rev)
 		if ctx.Err() != nil {
 			return
 		}
@@ -79,57 +82,35 @@ func (j *Job) watchKeys(ctx context.Context) {
 	}
 }
 
-// watchRevs are the next revisions each watch resumes at; 0 means read
-// everything first.
-type watchRevs struct{ keys, votes int64 }
-
-func (j *Job) followKeys(ctx context.Context, bo backoff.BackOff, revs *watchRevs) error {
+func (j *Job) followKeys(ctx context.Context, bo backoff.BackOff, rev *int64) error {
 	p := j.cfg.Prefix()
-	if revs.keys == 0 || revs.votes == 0 {
-		rev, err := j.readKeys(ctx)
+	if *rev == 0 {
+		r, err := j.readKeys(ctx)
 		if err != nil {
 			return err
 		}
-		revs.keys, revs.votes = rev+1, rev+1
+		*rev = r + 1
 	}
 	bo.Reset()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	keys := j.client.Watch(wctx, p+record.ElectionDir,
-		clientv3.WithRange(clientv3.GetPrefixRangeEnd(p+record.MembersDir)), clientv3.WithRev(revs.keys))
-	votes := j.client.Watch(wctx, p+record.SuspectsDir, clientv3.WithPrefix(),
-		clientv3.WithRev(revs.votes), clientv3.WithFilterDelete())
-	for {
-		var (
-			wr  clientv3.WatchResponse
-			ok  bool
-			rev *int64
-		)
-		select {
-		case wr, ok = <-keys:
-			rev = &revs.keys
-		case wr, ok = <-votes:
-			rev = &revs.votes
-		}
-		if !ok {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return errors.New("watch closed")
-		}
+		clientv3.WithRange(clientv3.GetPrefixRangeEnd(p+record.MembersDir)), clientv3.WithRev(*rev))
+	for wr := range keys {
 		if err := wr.Err(); err != nil {
 			if wr.CompactRevision != 0 || errors.Is(err, rpctypes.ErrCompacted) {
-				*revs = watchRevs{} // read everything again
+				*rev = 0 // read everything again
 			}
 			return fmt.Errorf("watch job keys: %w", err)
 		}
 		*rev = wr.Header.Revision + 1
-		if rev == &revs.votes {
-			j.applyVotes(ctx, wr.Events)
-		} else {
-			j.applyKeys(wr.Events)
-		}
+		j.applyKeys(wr.Events)
+		j.votes.keysAt(wr.Header.Revision)
 	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return errors.New("watch closed")
 }
 
 // readKeys reads, at one revision, what the watches follow, and replaces
@@ -158,7 +139,7 @@ func (j *Job) readKeys(ctx context.Context) (int64, error) {
 	}
 	clear(ks.registered)
 	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
-		ks.registered[strings.TrimPrefix(string(kv.Key), p+record.MembersDir)] = true
+		ks.registered[strings.TrimPrefix(string(kv.Key), p+record.MembersDir)] = kv.Lease
 	}
 	select {
 	case <-ks.synced:
@@ -174,6 +155,8 @@ func (j *Job) readKeys(ctx context.Context) (int64, error) {
 			j.refuteIfLocal(ctx, target, v.Lease, kv)
 		}
 	}
+	j.votes.keysAt(resp.Header.Revision)
+	j.refollowVotes()
 	return resp.Header.Revision, nil
 }
 
@@ -211,12 +194,12 @@ func (j *Job) applyKeys(events []*clientv3.Event) {
 				_, named = j.candidatesOf(j.Generation()).rank[id]
 			}
 			ks.mu.Lock()
-			if put && !ks.registered[id] {
-				ks.registered[id] = true
-				if named {
+			if _, had := ks.registered[id]; put {
+				ks.registered[id] = ev.Kv.Lease
+				if !had && named {
 					ks.notifyLocked()
 				}
-			} else if !put {
+			} else {
 				delete(ks.registered, id)
 				ks.notifyLocked()
 			}
@@ -257,18 +240,28 @@ func (j *Job) unwatchChanges(ch chan struct{}) {
 // find its id taken); removeLocal stops it, as a crash would.
 func (j *Job) addLocal(m *Member) {
 	j.keys.mu.Lock()
-	defer j.keys.mu.Unlock()
 	if _, dup := j.keys.locals[m.id]; !dup {
 		j.keys.locals[m.id] = m
 	}
+	j.keys.mu.Unlock()
+	j.refollowVotes()
 }
 
 func (j *Job) removeLocal(m *Member) {
 	j.keys.mu.Lock()
-	defer j.keys.mu.Unlock()
 	if j.keys.locals[m.id] == m {
 		delete(j.keys.locals, m.id)
 	}
+	j.keys.mu.Unlock()
+	j.refollowVotes()
+}
+
+// leaseOf returns the lease of id's member key as the watch last saw it,
+// 0 if it saw none.
+func (ks *keyspace) leaseOf(id string) int64 {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	return ks.registered[id]
 }
 
 func (j *Job) decodeVote(kv *mvccpb.KeyValue) (target, voter string, v record.Vote, ok bool) {
@@ -281,21 +274,19 @@ func (j *Job) decodeVote(kv *mvccpb.KeyValue) (target, voter string, v record.Vo
 	return target, voter, v, true
 }
 
-// applyVotes refutes the votes against this process's members and
-// delivers every vote to WatchVotes.
-func (j *Job) applyVotes(ctx context.Context, events []*clientv3.Event) {
-	for _, ev := range events {
-		target, voter, v, ok := j.decodeVote(ev.Kv)
-		if !ok {
-			continue
-		}
-		j.refuteIfLocal(ctx, target, v.Lease, ev.Kv)
-		j.keys.mu.Lock()
-		j.keys.sawVote(ev.Kv, j.cfg.TTL)
-		for q := range j.keys.voteSubs {
-			q.push(VoteEvent{Target: target, Voter: voter, Lease: v.Lease})
-		}
-		j.keys.mu.Unlock()
+// applyVote refutes kv, a vote, if it stands against this process's
+// member, and delivers it to WatchVotes.
+func (j *Job) applyVote(ctx context.Context, kv *mvccpb.KeyValue) {
+	target, voter, v, ok := j.decodeVote(kv)
+	if !ok {
+		return
+	}
+	j.refuteIfLocal(ctx, target, v.Lease, kv)
+	j.keys.mu.Lock()
+	defer j.keys.mu.Unlock()
+	j.keys.sawVote(kv, j.cfg.TTL)
+	for q := range j.keys.voteSubs {
+		q.push(VoteEvent{Target: target, Voter: voter, Lease: v.Lease})
 	}
 }
 
@@ -369,7 +360,10 @@ type VoteEvent struct {
 }
 
 // WatchVotes delivers the votes members cast (see Suspect) from now until
-// ctx ends; members that check a suspect on another's word use it. The
+// ctx ends; members that check a suspect on another's word use it. Only
+// the votes the job follows come (see voteTargets): those against its
+// members and the members they check, or every vote in a job without a
+// member here. The
 // channel is closed when ctx ends, after its goroutine is done: the caller
 // owns it by reading until then.
 func (j *Job) WatchVotes(ctx context.Context) <-chan VoteEvent {

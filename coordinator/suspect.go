@@ -67,7 +67,9 @@ func (v Verdict) String() string {
 // checks, against id's current registration, and evicts that
 // registration if the vote completes a quorum. Call it again (it
 // overwrites the vote) while the suspicion lasts and etcd fails; Withdraw
-// the vote when id answers again.
+// the vote when id answers again. Each etcd call is bounded on its own
+// (the time a member answers in); a quorum's refute window is not, so
+// ctx should bound the suspicion, not one call.
 func (m *Member) Suspect(ctx context.Context, id string) (Verdict, error) {
 	return m.suspect(ctx, id, record.Vote{})
 }
@@ -96,27 +98,50 @@ func (m *Member) suspect(ctx context.Context, id string, vote record.Vote) (Verd
 	}
 	client, prefix := m.job.client, m.job.cfg.Prefix()
 	targetKey := prefix + record.MembersDir + id
-	resp, err := client.Get(ctx, targetKey)
-	if err != nil {
-		return Voted, fmt.Errorf("suspect %s: read registration: %w", id, err)
-	}
-	if len(resp.Kvs) == 0 || resp.Kvs[0].Lease == 0 {
-		return Gone, nil
-	}
-	lease := resp.Kvs[0].Lease
-	vote.Lease = lease
-	b, err := json.Marshal(vote)
-	if err != nil {
-		return Voted, fmt.Errorf("suspect %s: %w", id, err)
-	}
 	votesPrefix := prefix + record.SuspectsDir + id + "/"
-	tresp, err := client.Txn(ctx).Then(
-		clientv3.OpPut(prefix+record.VoteKey(id, m.id), string(b), clientv3.WithLease(m.Lease())),
-		clientv3.OpGet(votesPrefix, clientv3.WithPrefix()),
-		clientv3.OpGet(prefix+record.MembersDir, clientv3.WithPrefix(), clientv3.WithCountOnly()),
-	).Commit()
-	if err != nil {
-		return Voted, fmt.Errorf("suspect %s: vote: %w", id, err)
+	// The vote names the lease the job's watch last saw on id's
+	// registration, checked in the vote's own Txn: no read of its own
+	// comes first. One that changed since comes back, and the vote is
+	// cast against it.
+	lease := m.job.keys.leaseOf(id)
+	vote.Waiting = m.job.cfg.Waiting == nil || m.job.cfg.Waiting()
+	var tresp *clientv3.TxnResponse
+	for {
+		if lease == 0 { // not seen: read it
+			rctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+			resp, err := client.Get(rctx, targetKey)
+			cancel()
+			if err != nil {
+				return Voted, fmt.Errorf("suspect %s: read registration: %w", id, err)
+			}
+			if len(resp.Kvs) == 0 || resp.Kvs[0].Lease == 0 {
+				return Gone, nil
+			}
+			lease = resp.Kvs[0].Lease
+		}
+		vote.Lease = lease
+		b, err := json.Marshal(vote)
+		if err != nil {
+			return Voted, fmt.Errorf("suspect %s: %w", id, err)
+		}
+		rctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		tresp, err = client.Txn(rctx).If(clientv3.Compare(clientv3.LeaseValue(targetKey), "=", lease)).Then(
+			clientv3.OpPut(prefix+record.VoteKey(id, m.id), string(b), clientv3.WithLease(m.Lease())),
+			clientv3.OpGet(votesPrefix, clientv3.WithPrefix()),
+			clientv3.OpGet(prefix+record.MembersDir, clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		).Else(clientv3.OpGet(targetKey)).Commit()
+		cancel()
+		if err != nil {
+			return Voted, fmt.Errorf("suspect %s: vote: %w", id, err)
+		}
+		if tresp.Succeeded {
+			break
+		}
+		kvs := tresp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 || kvs[0].Lease == 0 {
+			return Gone, nil
+		}
+		lease = kvs[0].Lease
 	}
 	votes := tresp.Responses[1].GetResponseRange().Kvs
 	if tresp.Responses[2].GetResponseRange().Count-1 < Quorum {
@@ -125,7 +150,7 @@ func (m *Member) suspect(ctx context.Context, id string, vote record.Vote) (Verd
 	// The votes that name the registration we saw, one per voter.
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(targetKey), "=", lease)}
 	var standing []voteRev
-	gone, unreachable := vote.Gone, true
+	gone, unreachable, waiting := vote.Gone, true, false
 	for _, kv := range votes {
 		_, voter, v, err := record.DecodeVote(strings.TrimPrefix(string(kv.Key), prefix), kv.Value)
 		if err != nil {
@@ -141,6 +166,7 @@ func (m *Member) suspect(ctx context.Context, id string, vote record.Vote) (Verd
 			standing = append(standing, voteRev{string(kv.Key), kv.CreateRevision})
 			gone = gone || v.Gone
 			unreachable = unreachable && (v.Unreachable || v.Gone)
+			waiting = waiting || v.Waiting
 		}
 	}
 	if len(cmps)-1 < Quorum {
@@ -159,12 +185,15 @@ func (m *Member) suspect(ctx context.Context, id string, vote record.Vote) (Verd
 	var waited time.Duration
 	if !gone {
 		since := m.job.keys.firstSeen(standing)
-		if err := m.awaitRefutation(ctx, id, !unreachable, since); err != nil {
+		var err error
+		if waiting, err = m.awaitRefutation(ctx, id, !unreachable, waiting, since); err != nil {
 			return Voted, err
 		}
 		waited = time.Since(since)
 	}
-	eresp, err := client.Txn(ctx).If(cmps...).Then(
+	ectx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	defer cancel()
+	eresp, err := client.Txn(ectx).If(cmps...).Then(
 		clientv3.OpDelete(votesPrefix, clientv3.WithPrefix()),
 		clientv3.OpPut(prefix+record.EvictedDir+id, leaseHex(clientv3.LeaseID(lease))),
 	).Commit()
@@ -189,44 +218,58 @@ func (m *Member) suspect(ctx context.Context, id string, vote record.Vote) (Verd
 		return Evicted, fmt.Errorf("suspect %s: revoke lease %x: %w", id, lease, err)
 	}
 	m.log.Info("evicted a member confirmed unresponsive", "evicted", id, "lease", leaseHex(clientv3.LeaseID(lease)), "votes", len(cmps)-1,
-		"gone", gone, "unreachable", unreachable, "waited", waited)
+		"gone", gone, "unreachable", unreachable, "trainer_waiting", waiting, "waited", waited)
 	return Evicted, nil
 }
 
-// awaitRefutation gives a silent suspect, id, the time to refute the
-// votes against it, counted from since: RefuteWindow, stretched, if
-// correlated, to CorrelatedWait of the number of other members that
-// silent votes stand against, read at the end of each wait until no more
-// is due.
-func (m *Member) awaitRefutation(ctx context.Context, id string, correlated bool, since time.Time) error {
+// awaitRefutation gives a suspect, id, the time to refute the votes
+// against it, counted from since: RefuteWindow if unreachable; if silent,
+// RefuteWait (of whether a voter's trainer waits), stretched to
+// CorrelatedWait of the number of other members that silent votes stand
+// against, read at the end of each wait until no more is due. It returns
+// whether a trainer was held up in the end.
+func (m *Member) awaitRefutation(ctx context.Context, id string, silent, waiting bool, since time.Time) (bool, error) {
 	cfg := m.job.cfg
 	if cfg.hooks != nil && cfg.hooks.refuteWait != nil {
 		cfg.hooks.refuteWait(id, since)
 	}
 	window := cfg.RefuteWindow
-	if correlated {
-		window = cfg.RefuteWait() // a stall explains silence, never an unreachable node
+	if silent {
+		window = cfg.RefuteWait(waiting) // a stall explains silence, never an unreachable node
+	}
+	// A silence that holds up no trainer yet is looked at again every
+	// RefuteWindow: a frozen member holds up every trainer of the ring at
+	// its next collective, this member's among them, and from then on
+	// the job pays for every moment waited.
+	poll := max(cfg.RefuteWindow, 10*time.Millisecond)
+	for silent && !waiting && cfg.Waiting != nil && time.Since(since) < window {
+		if err := sleep(ctx, min(poll, window-time.Since(since))); err != nil {
+			return waiting, err
+		}
+		if cfg.Waiting() {
+			waiting, window = true, cfg.RefuteWait(true)
+		}
 	}
 	if err := sleep(ctx, window-time.Since(since)); err != nil {
-		return err
+		return waiting, err
 	}
 	waited := max(window, time.Since(since))
-	for correlated {
+	for silent {
 		others, err := m.othersSilent(ctx, id)
 		if err != nil {
-			return fmt.Errorf("suspect %s: read other votes: %w", id, err)
+			return waiting, fmt.Errorf("suspect %s: read other votes: %w", id, err)
 		}
 		more := cfg.CorrelatedWait(len(others)) - waited
 		if more <= 0 {
-			return nil
+			return waiting, nil
 		}
 		m.log.Info("others are silent too: waiting longer for refutations", "suspect", id, "others", others, "wait", more)
 		if err := sleep(ctx, more); err != nil {
-			return err
+			return waiting, err
 		}
 		waited += more
 	}
-	return nil
+	return waiting, nil
 }
 
 // RefuteWait is how long a quorum of silent votes stands before it evicts
@@ -234,16 +277,23 @@ func (m *Member) awaitRefutation(ctx context.Context, id string, correlated bool
 // waits RefuteWindow alone: no stall keeps a kernel from answering a TCP
 // handshake):
 //
-//	RefuteWait = RefuteWindow + 2 * LocalLag()
+//	RefuteWait = RefuteWindow + 2 * LocalLag()       if a voter's trainer waits
+//	RefuteWait = IdleRefuteWindow + 2 * LocalLag()   if none does
 //
 // LocalLag is 0 on a host whose cores keep up, so the window is
 // RefuteWindow alone; on one where processes wait hundreds of milliseconds
 // for a core, a live member that was among them gets the time to answer.
-func (c Config) RefuteWait() time.Duration {
-	if c.LocalLag == nil {
-		return c.RefuteWindow
+// A silence that holds up no trainer costs nothing yet, so it is given
+// the idle window (see IdleRefuteWindow).
+func (c Config) RefuteWait(waiting bool) time.Duration {
+	w := max(c.IdleRefuteWindow, c.RefuteWindow)
+	if waiting {
+		w = c.RefuteWindow
 	}
-	return c.RefuteWindow + 2*max(c.LocalLag(), 0)
+	if c.LocalLag == nil {
+		return w
+	}
+	return w + 2*max(c.LocalLag(), 0)
 }
 
 // CorrelatedWait is how long, in all, the votes against a silent member
@@ -270,10 +320,15 @@ func (c Config) CorrelatedWait(others int) time.Duration {
 const CorrelatedStep = 4
 
 // othersSilent returns the members other than id that silent votes stand
-// against.
+// against: against their registrations as the job's watch last saw them.
+// A vote against a member that left, or was evicted, since is stale, and
+// no sign of a stall now (a voter whose vote landed after the eviction
+// keeps it until it withdraws).
 func (m *Member) othersSilent(ctx context.Context, id string) ([]string, error) {
 	prefix := m.job.cfg.Prefix()
-	resp, err := m.job.client.Get(ctx, prefix+record.SuspectsDir, clientv3.WithPrefix())
+	rctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	defer cancel()
+	resp, err := m.job.client.Get(rctx, prefix+record.SuspectsDir, clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +339,7 @@ func (m *Member) othersSilent(ctx context.Context, id string) ([]string, error) 
 			m.job.reportBad(string(kv.Key), err)
 			continue
 		}
-		if target != id && !v.Gone && !slices.Contains(others, target) {
+		if target != id && !v.Gone && v.Lease == m.job.keys.leaseOf(target) && !slices.Contains(others, target) {
 			others = append(others, target)
 		}
 	}

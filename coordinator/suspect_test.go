@@ -3,6 +3,8 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -449,7 +451,7 @@ func TestTheRefuteWindowGrowsWithTheVotersLag(t *testing.T) {
 		c.TTL, c.RefuteWindow = 60*time.Second, window
 		c.LocalLag = func() time.Duration { return lag }
 	})
-	if got, want := j.cfg.RefuteWait(), window+2*lag; got != want {
+	if got, want := j.cfg.RefuteWait(true), window+2*lag; got != want {
 		t.Fatalf("RefuteWait %s, want %s", got, want)
 	}
 	a, b, c := join(t, j, "a"), join(t, j, "b"), join(t, j, "c")
@@ -465,5 +467,104 @@ func TestTheRefuteWindowGrowsWithTheVotersLag(t *testing.T) {
 	}
 	if took := time.Since(start); took < window+2*lag {
 		t.Fatalf("evicted %s after the first vote, before the window of %s", took, window+2*lag)
+	}
+}
+
+// A silent quorum whose voters' trainers all keep stepping holds nobody up:
+// it waits IdleRefuteWindow, long enough for a sidecar starved of CPU to
+// come back, and one vote from a voter whose trainer waits brings the
+// eviction down to RefuteWindow.
+func TestASilenceThatHoldsUpNoTrainerWaitsTheIdleWindow(t *testing.T) {
+	const window, idle = 100 * time.Millisecond, 2 * time.Second
+	var waiting atomic.Bool
+	j, _ := testJob(t, func(c *Config) {
+		c.TTL, c.RefuteWindow, c.IdleRefuteWindow = 60*time.Second, window, idle
+		c.Waiting = waiting.Load
+	})
+	a, b, c, d := join(t, j, "a"), join(t, j, "b"), join(t, j, "c"), join(t, j, "d")
+	await(t, b, "all four", hasIDs("a", "b", "c", "d"))
+	a.Close() // silent from now on: nobody refutes
+
+	start := time.Now()
+	if v := suspect(t, b, "a"); v != Voted {
+		t.Fatalf("the first vote: %s, want voted", v)
+	}
+	if v := suspect(t, c, "a"); v != Evicted {
+		t.Fatalf("the second vote: %s, want evicted", v)
+	}
+	if took := time.Since(start); took < idle {
+		t.Fatalf("evicted %s after the first vote, before the idle window of %s, though no trainer waited", took, idle)
+	}
+	await(t, b, "generation without a", hasIDs("b", "c", "d"))
+
+	b.Close() // silent too; this time c's trainer waits
+	start = time.Now()
+	if v := suspect(t, c, "b"); v != Voted {
+		t.Fatalf("the first vote against b: %s, want voted", v)
+	}
+	waiting.Store(true)
+	if v := suspect(t, d, "b"); v != Evicted {
+		t.Fatalf("the vote of a held-up voter against b: %s, want evicted", v)
+	}
+	if took := time.Since(start); took >= idle {
+		t.Fatalf("evicted %s after the first vote, though a voter's trainer waited (refute window %s)", took, window)
+	}
+	await(t, c, "generation without b", hasIDs("c", "d"))
+
+	// A trainer held up while the quorum waits ends the wait.
+	e := join(t, j, "e")
+	await(t, c, "e in", hasIDs("c", "d", "e"))
+	waiting.Store(false)
+	e.Close()
+	start = time.Now()
+	if v := suspect(t, c, "e"); v != Voted {
+		t.Fatalf("the first vote against e: %s, want voted", v)
+	}
+	time.AfterFunc(idle/4, func() { waiting.Store(true) })
+	if v := suspect(t, d, "e"); v != Evicted {
+		t.Fatalf("the second vote against e: %s, want evicted", v)
+	}
+	if took := time.Since(start); took >= idle {
+		t.Fatalf("evicted %s after the first vote, though the voter's trainer was held up after %s", took, idle/4)
+	}
+}
+
+// A member is shown the votes against itself (to refute them) and against
+// the Checkers+1 members before it in the ring (it checks them on another's
+// vote), no others: every member woken by every vote held up, at 128
+// members on two cores, the very eviction the votes were for.
+func TestAMemberSeesOnlyTheVotesItActsOn(t *testing.T) {
+	j, client := testJob(t, func(c *Config) { c.TTL = 60 * time.Second })
+	others := newTestJob(t, client, func(c *Config) { c.TTL = 60 * time.Second })
+	ids := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	ms := map[string]*Member{}
+	for _, id := range ids {
+		if id == "e" {
+			ms[id] = join(t, j, id)
+		} else {
+			ms[id] = join(t, others, id)
+		}
+	}
+	g := await(t, ms["e"], "all eight", hasIDs(ids...))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	votes := j.WatchVotes(ctx)
+
+	n := len(g.Members)
+	i := slices.IndexFunc(g.Members, func(m record.RankedMember) bool { return m.ID == "e" })
+	far, near := g.Members[(i+1)%n].ID, g.Members[(i-1+n)%n].ID // e checks its predecessors only
+	voter := g.Members[(i+4)%n].ID
+	for _, target := range []string{far, near} {
+		if v := suspect(t, ms[voter], target); v != Voted {
+			t.Fatalf("%s's vote against %s: %s, want voted", voter, target, v)
+		}
+	}
+	select {
+	case e := <-votes:
+		if e.Target != near {
+			t.Fatalf("e was shown %s's vote against %s, a member after it in the ring (ring %v)", e.Voter, e.Target, g.IDs())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the vote against %s, e's predecessor, was not shown within 10s", near)
 	}
 }

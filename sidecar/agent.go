@@ -66,6 +66,7 @@ type Agent struct {
 	beats    heartbeats
 	beatCh   chan struct{}      // capacity 1: a heartbeat arrived since the last flush
 	stepped  chan time.Duration // capacity 1: a step, and how long a pause is a stall (stall.go)
+	held     atomic.Bool        // the trainer has made no step for its stall limit (stall.go)
 
 	apiToken string // the API token (apiguard.go); "" without a token file
 
@@ -197,6 +198,7 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 	jcfg.OnError = func(op string, _ error) { a.metrics.etcdErrors.WithLabelValues(op).Inc() }
 	jcfg.OnBadValue = func(kind string) { a.metrics.invalidRecords.WithLabelValues(kind).Inc() }
 	jcfg.LocalLag = a.lag.recent
+	jcfg.Waiting = a.held.Load
 	if a.job, err = coordinator.NewJob(a.client, jcfg); err != nil {
 		return err
 	}

@@ -38,8 +38,9 @@ import (
 const checkEvery = 500 * time.Millisecond
 
 // checkersPerVote is how many members, the ones after the suspect in ring
-// order, check a suspect when another member votes against it.
-const checkersPerVote = 3
+// order, check a suspect when another member votes against it: the
+// coordinator delivers the votes to them (coordinator.Checkers).
+const checkersPerVote = coordinator.Checkers
 
 // A check answered Silent later than stallFactor times its timeout was
 // timed by this sidecar, not by the peer: its own process did not run
@@ -54,6 +55,21 @@ const checkersPerVote = 3
 const (
 	stallFactor      = 2
 	maxStalledChecks = 3
+)
+
+// A sidecar that finds many peers unresponsive at once is more likely the
+// one in trouble (starved of CPU, cut off) than they are all dead, and a
+// hundred sidecars each checking and voting against a hundred peers
+// after a stall they all shared overloaded etcd for good: every vote timed
+// out, was retried, and held up the next (bench detect at 128 members, a
+// 2-3 s stall of the whole machine). So each sidecar runs at most
+// maxChecks checks and casts at most maxVotes votes at a time; a hint
+// beyond them is shed (ringside_detector_shed_total). Nothing is lost for
+// good: reconcile checks every member gossip lost, every reconcileEvery,
+// and the other members of the ring check and vote too.
+const (
+	maxChecks = 8 // a stalled trainer has its six neighbours checked at once
+	maxVotes  = 4
 )
 
 // reconcileEvery is how often the members of the generation are compared
@@ -160,6 +176,7 @@ type detector struct {
 	checking   map[string]bool       // members a check is running on
 	announced  map[string]bool       // deaths announced ahead of their generation
 	deadAt     map[string]time.Time  // when members of gen were confirmed dead
+	votesCast  int                   // votes being cast now (at most maxVotes)
 
 	wg sync.WaitGroup
 }
@@ -301,6 +318,13 @@ func (d *detector) startVote(name, why string, found gossip.Status) {
 		d.mu.Unlock()
 		return
 	}
+	if d.votesCast >= maxVotes {
+		d.mu.Unlock()
+		d.metrics.shed.WithLabelValues("vote").Inc()
+		d.log.Debug("not voting: as many votes are being cast already", "suspect", name, "why", why, "votes", maxVotes)
+		return
+	}
+	d.votesCast++
 	ctx, cancel := context.WithCancel(d.ctx)
 	s := &suspicion{cancel: cancel, done: make(chan struct{})}
 	d.suspicions[name] = s
@@ -310,6 +334,9 @@ func (d *detector) startVote(name, why string, found gossip.Status) {
 	d.wg.Go(func() {
 		defer close(s.done)
 		verdict := d.vote(ctx, name, found)
+		d.mu.Lock()
+		d.votesCast--
+		d.mu.Unlock()
 		if verdict == coordinator.Evicted {
 			d.announceDead(name)
 		}
@@ -359,9 +386,7 @@ func (d *detector) vote(ctx context.Context, name string, found gossip.Status) c
 		case gossip.Unreachable:
 			cast = d.Votes.SuspectUnreachable
 		}
-		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		v, err := cast(actx, name)
-		cancel()
+		v, err := cast(ctx, name) // each etcd call is bounded; the refute window is not
 		if err == nil {
 			d.metrics.votes.WithLabelValues(v.String()).Inc()
 			return v
@@ -428,11 +453,16 @@ func (d *detector) checkMaybeAgain(name, why string, again bool) {
 	// than checkEvery, and checks piling up on each other starved the
 	// sidecar further.
 	skip := d.casting(name) || d.announced[name] || d.checking[name] || (!again && now.Sub(d.checkedAt[name]) < checkEvery) || d.outside(name)
-	if !skip {
+	shed := !skip && len(d.checking) >= maxChecks
+	if !skip && !shed {
 		d.checkedAt[name], d.checking[name] = now, true
 	}
 	d.mu.Unlock()
-	if skip {
+	if shed {
+		d.metrics.shed.WithLabelValues("check").Inc()
+		d.log.Debug("not checking: as many checks are running already", "suspect", name, "why", why, "checks", maxChecks)
+	}
+	if skip || shed {
 		return
 	}
 	d.goOwned(func() {

@@ -158,6 +158,7 @@ type fakeVotes struct {
 	trace    *trace
 	mu       sync.Mutex
 	verdicts []*coordinator.Verdict
+	block    chan struct{} // when set, a vote returns once it is closed
 }
 
 func (v *fakeVotes) cast(kind, id string) (coordinator.Verdict, error) {
@@ -166,8 +167,12 @@ func (v *fakeVotes) cast(kind, id string) (coordinator.Verdict, error) {
 	if len(v.verdicts) > 1 {
 		v.verdicts = v.verdicts[1:]
 	}
+	block := v.block
 	v.mu.Unlock()
 	v.trace.add("%s %s", kind, id)
+	if block != nil {
+		<-block
+	}
 	if next == nil {
 		return coordinator.Voted, errors.New("etcdserver: request timed out")
 	}
@@ -576,6 +581,46 @@ func TestDetectorRunsOneCheckAtATimePerMember(t *testing.T) {
 	}
 }
 
+// A sidecar that finds many peers unresponsive at once is more likely the
+// one in trouble: beyond maxChecks running checks, and maxVotes votes being
+// cast, it sheds the hints, and its load on its peers and on etcd stays
+// bounded whatever it believes.
+func TestDetectorBoundsItsChecksAndVotesInFlight(t *testing.T) {
+	td := newTestDetector(t)
+	td.gossip.block = make(chan struct{})
+	stop := td.start(t)
+	for i := 1; i <= maxChecks+2; i++ {
+		td.MemberSuspect(fmt.Sprintf("w%d", i), nil)
+	}
+	td.trace.awaitN(t, maxChecks)
+	td.trace.take()
+	if got := testutil.ToFloat64(td.metrics.shed.WithLabelValues("check")); got != 2 {
+		t.Errorf("%v checks shed, want the 2 beyond the %d running", got, maxChecks)
+	}
+	close(td.gossip.block)
+	stop()
+	if got := td.trace.take(); len(got) != 0 {
+		t.Errorf("the shed hints made %q happen later", got)
+	}
+
+	td = newTestDetector(t)
+	td.votes.block = make(chan struct{})
+	stop = td.start(t)
+	for i := 1; i <= maxVotes+1; i++ {
+		td.suspect(fmt.Sprintf("w%d", i), "a test")
+	}
+	td.trace.awaitN(t, maxVotes)
+	td.trace.take()
+	if got := testutil.ToFloat64(td.metrics.shed.WithLabelValues("vote")); got != 1 {
+		t.Errorf("%v votes shed, want the 1 beyond the %d being cast", got, maxVotes)
+	}
+	close(td.votes.block)
+	stop()
+	if got := td.trace.take(); len(got) != 0 {
+		t.Errorf("the shed vote was cast later: %q", got)
+	}
+}
+
 func TestDetectorIgnoresHintsBeforeStartAndAboutItself(t *testing.T) {
 	td := newTestDetector(t)
 	// Not started: a hint that reached its (unset) collaborators would panic.
@@ -797,4 +842,31 @@ func TestAStallIsTwoP90StepsAtLeastTheFloor(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A trainer that made no step for its stall limit is held up until its next
+// step, and the member's votes say so (coordinator.Config.Waiting): a silent
+// peer then costs its eviction the refute window, not the idle one.
+func TestAStalledTrainerIsHeldUpUntilItStepsAgain(t *testing.T) {
+	a := &Agent{stepped: make(chan time.Duration, 1), detect: newDetector("w0", "127.0.0.1", nil, nil, realClock{}, slog.Default())}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); a.watchStalls(ctx) }()
+	defer func() { cancel(); <-done }()
+	awaitHeld := func(want bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); a.held.Load() != want; {
+			if time.Now().After(deadline) {
+				t.Fatalf("held %v, want %v within 10s", !want, want)
+			}
+			time.Sleep(time.Millisecond) // polling an atomic the watch sets
+		}
+	}
+	if a.held.Load() {
+		t.Fatal("held before any step")
+	}
+	a.stepped <- 20 * time.Millisecond // a step, and a stall limit of 20 ms
+	awaitHeld(true)
+	a.stepped <- time.Hour // the next step
+	awaitHeld(false)
 }

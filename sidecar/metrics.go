@@ -32,6 +32,7 @@ type metrics struct {
 	votes           *prometheus.CounterVec
 	socketsReset    prometheus.Counter
 	stalledChecks   prometheus.Counter
+	shed            *prometheus.CounterVec
 	keyReloads      *prometheus.CounterVec
 	apiRefused      prometheus.Counter
 	invalidRecords  *prometheus.CounterVec
@@ -89,6 +90,8 @@ func newMetrics(gossipMembers, gossipSuspects func() float64) *metrics {
 			"TCP connections to dead members destroyed."),
 		stalledChecks: r.counter("ringside_detector_stalled_checks_total",
 			"Checks of a peer repeated because this sidecar itself stalled while it waited (the silence was no evidence)."),
+		shed: r.counterVec("ringside_detector_shed_total",
+			"Checks and votes this sidecar did not start because as many were in flight already, by what (check, vote): a sidecar that finds many peers unresponsive at once is more likely the one in trouble.", "what"),
 		keyReloads: r.counterVec("ringside_gossip_key_reloads_total",
 			"Changes of the gossip key file, by result (applied, failed: the keys in use stay).", "result"),
 		apiRefused: r.counter("ringside_api_refused_total",

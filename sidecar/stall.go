@@ -43,7 +43,10 @@ func stallLimit(times []float64) (time.Duration, bool) {
 // each time the trainer, after a step, makes no other for its stall limit
 // (stallLimit): the pause of a trainer whose collective waits on a silent
 // peer. A pause for any other reason (a checkpoint, an evaluation, the
-// re-forming after a generation) costs a ping of each neighbour.
+// re-forming after a generation) costs a ping of each neighbour. Until the
+// next step the trainer counts as held up (Agent.held): this member's
+// votes say so, and a silent peer's eviction need not wait the idle
+// refute window (coordinator.Config.IdleRefuteWindow).
 func (a *Agent) watchStalls(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -54,8 +57,10 @@ func (a *Agent) watchStalls(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case limit = <-a.stepped:
+			a.held.Store(false)
 			timer.Reset(limit)
 		case <-timer.C:
+			a.held.Store(true)
 			a.detect.trainerStalled(limit)
 		}
 	}

@@ -22,6 +22,11 @@ type Vote struct {
 	// the voter either: its node or the network to it is down, which no
 	// stall of its process explains.
 	Unreachable bool `json:"unreachable,omitempty"`
+	// Waiting: the voter's trainer was held up when it voted (no step for
+	// its stall limit): training waits, most likely on the target. A
+	// quorum of silent votes none of which says so holds nobody up, and
+	// waits longer for a refutation (coordinator.Config.IdleRefuteWindow).
+	Waiting bool `json:"waiting,omitempty"`
 }
 
 // VoteKey returns the key, relative to the job's Prefix, of voter's vote
