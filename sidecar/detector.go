@@ -24,7 +24,7 @@ import (
 // observation: each one that finds a peer unresponsive (its own gossip
 // probe failed, a check failed, or the trainer's connection to the peer
 // broke and the peer's gossip port does not answer) votes against the
-// peer's registration in etcd (coordinator.Member.Suspect). checkersPerVote
+// peer's registration in etcd (coordinator.Member.Suspect). coordinator.Checkers
 // other members check the peer at once when a vote appears, so a second,
 // independent observation follows the first within a probe timeout; two
 // votes evict, and the leader commits the generation without the peer. A
@@ -36,11 +36,6 @@ import (
 // checkEvery bounds how often one member is checked: during a gossip
 // partition every vote would otherwise set off checks that vote again.
 const checkEvery = 500 * time.Millisecond
-
-// checkersPerVote is how many members, the ones after the suspect in ring
-// order, check a suspect when another member votes against it: the
-// coordinator delivers the votes to them (coordinator.Checkers).
-const checkersPerVote = coordinator.Checkers
 
 // A check answered Silent later than stallFactor times its timeout was
 // timed by this sidecar, not by the peer: its own process did not run
@@ -594,7 +589,7 @@ func (d *detector) checkVotes(ctx context.Context) {
 	}
 }
 
-// isChecker reports whether me is among the checkersPerVote members after
+// isChecker reports whether me is among the coordinator.Checkers members after
 // target in g's ring, the voter skipped.
 func isChecker(g *record.Generation, target, voter, me string) bool {
 	i := -1
@@ -608,7 +603,7 @@ func isChecker(g *record.Generation, target, voter, me string) bool {
 		return false
 	}
 	n := 0
-	for k := 1; k < len(g.Members) && n < checkersPerVote; k++ {
+	for k := 1; k < len(g.Members) && n < coordinator.Checkers; k++ {
 		id := g.Members[(i+k)%len(g.Members)].ID
 		if id == voter {
 			continue
@@ -642,7 +637,7 @@ func (d *detector) announceLeft(prev, g *record.Generation) []record.RankedMembe
 	return dead
 }
 
-// sweep checks this member's checkersPerVote successors in g's ring after
+// sweep checks this member's coordinator.Checkers successors in g's ring after
 // a confirmed death, if one of them in prev (the ring the dead were in)
 // is among the dead: deaths come together (a node, a rack, a preempted
 // group of pods: neighbours in ring order, which follows the topology),
@@ -681,12 +676,12 @@ func (d *detector) trainerStalled(after time.Duration) {
 	}
 }
 
-// neighbours returns the checkersPerVote members after id in g's ring
-// and the checkersPerVote before it, each once.
+// neighbours returns the coordinator.Checkers members after id in g's ring
+// and the coordinator.Checkers before it, each once.
 func neighbours(g *record.Generation, id string) []string {
 	out := successors(g, id)
 	i := slices.IndexFunc(g.Members, func(m record.RankedMember) bool { return m.ID == id })
-	for k := 1; i >= 0 && k <= checkersPerVote && k < len(g.Members); k++ {
+	for k := 1; i >= 0 && k <= coordinator.Checkers && k < len(g.Members); k++ {
 		if p := g.Members[(i-k+len(g.Members))%len(g.Members)].ID; !slices.Contains(out, p) {
 			out = append(out, p)
 		}
@@ -694,14 +689,14 @@ func neighbours(g *record.Generation, id string) []string {
 	return out
 }
 
-// successors returns the checkersPerVote members after id in g's ring.
+// successors returns the coordinator.Checkers members after id in g's ring.
 func successors(g *record.Generation, id string) []string {
 	i := slices.IndexFunc(g.Members, func(m record.RankedMember) bool { return m.ID == id })
 	if i < 0 {
 		return nil
 	}
 	var out []string
-	for k := 1; k <= checkersPerVote && k < len(g.Members); k++ {
+	for k := 1; k <= coordinator.Checkers && k < len(g.Members); k++ {
 		out = append(out, g.Members[(i+k)%len(g.Members)].ID)
 	}
 	return out
