@@ -5,6 +5,7 @@ import (
 	"log"
 	"log/slog"
 	"strings"
+	"time"
 )
 
 // newLogAdapter returns the *log.Logger memberlist insists on, turning each of
@@ -21,7 +22,21 @@ func newLogAdapter(logger *slog.Logger, onSuspect func(name string)) *log.Logger
 type logWriter struct {
 	logger    *slog.Logger
 	onSuspect func(name string)
+
+	dropped       int       // overload lines seen since droppedLogged
+	droppedLogged time.Time // when the last overload line was written
 }
+
+// overloadLine starts the line memberlist writes for every message it
+// drops because its handler queue is full. Under a gossip storm that is
+// tens of thousands of lines a minute in every sidecar (`bench detect
+// --members 128` after the whole machine stalled: 336 MB of logs in a few
+// minutes), and writing them fed the overload. One is written each
+// overloadEvery, with how many were dropped since.
+const (
+	overloadLine  = "handler queue full, dropping message"
+	overloadEvery = 10 * time.Second
+)
 
 func (w *logWriter) Write(p []byte) (int, error) {
 	level, msg := parseLogLine(strings.TrimRight(string(p), "\n"))
@@ -30,9 +45,19 @@ func (w *logWriter) Write(p []byte) (int, error) {
 			w.onSuspect(name)
 		}
 	}
+	attrs := []any{slog.String("component", "memberlist")}
+	if strings.HasPrefix(msg, overloadLine) {
+		w.dropped++
+		if now := time.Now(); now.Sub(w.droppedLogged) >= overloadEvery {
+			attrs = append(attrs, slog.Int("lines", w.dropped)) // this one and those not written since the last
+			w.dropped, w.droppedLogged = 0, now
+		} else {
+			return len(p), nil
+		}
+	}
 	ctx := context.Background()
 	if w.logger.Enabled(ctx, level) {
-		w.logger.Log(ctx, level, msg, slog.String("component", "memberlist"))
+		w.logger.Log(ctx, level, msg, attrs...)
 	}
 	return len(p), nil
 }

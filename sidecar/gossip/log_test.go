@@ -53,3 +53,20 @@ func TestLogAdapterWritesAtTheLevelAndSpotsSuspicions(t *testing.T) {
 		t.Errorf("suspected %v, want [m7]", suspected)
 	}
 }
+
+// memberlist writes a line for every message it drops when its handler
+// queue is full; a storm of them is written once per overloadEvery, with
+// their number.
+func TestOverloadLinesAreWrittenOncePerInterval(t *testing.T) {
+	var out bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	l := newLogAdapter(logger, nil)
+	for range 100 {
+		l.Print("[WARN] memberlist: handler queue full, dropping message (3) from=127.0.0.1:7946")
+	}
+	l.Print("[WARN] memberlist: Refuting a suspect message (from: m2)")
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "handler queue full") || !strings.Contains(lines[0], "lines=1") || !strings.Contains(lines[1], "Refuting") {
+		t.Fatalf("100 overload lines and another were written as %q; want the first overload line (lines=1) and the other", lines)
+	}
+}
