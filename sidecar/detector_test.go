@@ -724,7 +724,15 @@ func etcdJob(t *testing.T) (*clientv3.Client, *coordinator.Job, []*coordinator.M
 	if _, err := client.Put(ctx, cfg.Prefix()+record.MembersDir+"w2", string(b), clientv3.WithLease(lease.ID)); err != nil {
 		t.Fatal(err)
 	}
-	return client, job, members
+	// The job follows the votes against the members before its own in its
+	// ring: w2 must be in it, as it is in the detectors' generation.
+	for g := range job.Watch(ctx) {
+		if _, in := g.Member("w2"); in {
+			return client, job, members
+		}
+	}
+	t.Fatal("no generation with w2 within 10s")
+	return nil, nil, nil
 }
 
 // etcdDetector is a detector for member m whose votes go to etcd; checks
