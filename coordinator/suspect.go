@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -114,10 +115,9 @@ func (m *Member) suspect(ctx context.Context, id string, vote record.Vote) (Verd
 			if err != nil {
 				return Voted, fmt.Errorf("suspect %s: read registration: %w", id, err)
 			}
-			if len(resp.Kvs) == 0 || resp.Kvs[0].Lease == 0 {
+			if lease = leaseIn(resp.Kvs); lease == 0 {
 				return Gone, nil
 			}
-			lease = resp.Kvs[0].Lease
 		}
 		vote.Lease = lease
 		b, err := json.Marshal(vote)
@@ -137,11 +137,9 @@ func (m *Member) suspect(ctx context.Context, id string, vote record.Vote) (Verd
 		if tresp.Succeeded {
 			break
 		}
-		kvs := tresp.Responses[0].GetResponseRange().Kvs
-		if len(kvs) == 0 || kvs[0].Lease == 0 {
-			return Gone, nil
+		if lease = leaseIn(tresp.Responses[0].GetResponseRange().Kvs); lease == 0 {
+			return Gone, nil // the registration that came back instead
 		}
-		lease = kvs[0].Lease
 	}
 	votes := tresp.Responses[1].GetResponseRange().Kvs
 	if tresp.Responses[2].GetResponseRange().Count-1 < Quorum {
@@ -220,6 +218,15 @@ func (m *Member) suspect(ctx context.Context, id string, vote record.Vote) (Verd
 	m.log.Info("evicted a member confirmed unresponsive", "evicted", id, "lease", leaseHex(clientv3.LeaseID(lease)), "votes", len(cmps)-1,
 		"gone", gone, "unreachable", unreachable, "trainer_waiting", waiting, "waited", waited)
 	return Evicted, nil
+}
+
+// leaseIn returns the lease of the registration a read of its key found,
+// 0 for none.
+func leaseIn(kvs []*mvccpb.KeyValue) int64 {
+	if len(kvs) == 0 {
+		return 0
+	}
+	return kvs[0].Lease
 }
 
 // awaitRefutation gives a suspect, id, the time to refute the votes

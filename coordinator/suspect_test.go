@@ -458,14 +458,7 @@ func TestTheRefuteWindowGrowsWithTheVotersLag(t *testing.T) {
 	await(t, b, "all three", hasIDs("a", "b", "c"))
 	a.Close() // silent from now on: nobody refutes
 
-	start := time.Now()
-	if v := suspect(t, b, "a"); v != Voted {
-		t.Fatalf("the first vote: %s, want voted", v)
-	}
-	if v := suspect(t, c, "a"); v != Evicted {
-		t.Fatalf("the second vote: %s, want evicted", v)
-	}
-	if took := time.Since(start); took < window+2*lag {
+	if took := quorumAgainst(t, "a", b, c, nil); took < window+2*lag {
 		t.Fatalf("evicted %s after the first vote, before the window of %s", took, window+2*lag)
 	}
 }
@@ -485,28 +478,13 @@ func TestASilenceThatHoldsUpNoTrainerWaitsTheIdleWindow(t *testing.T) {
 	await(t, b, "all four", hasIDs("a", "b", "c", "d"))
 	a.Close() // silent from now on: nobody refutes
 
-	start := time.Now()
-	if v := suspect(t, b, "a"); v != Voted {
-		t.Fatalf("the first vote: %s, want voted", v)
-	}
-	if v := suspect(t, c, "a"); v != Evicted {
-		t.Fatalf("the second vote: %s, want evicted", v)
-	}
-	if took := time.Since(start); took < idle {
+	if took := quorumAgainst(t, "a", b, c, nil); took < idle {
 		t.Fatalf("evicted %s after the first vote, before the idle window of %s, though no trainer waited", took, idle)
 	}
 	await(t, b, "generation without a", hasIDs("b", "c", "d"))
 
 	b.Close() // silent too; this time c's trainer waits
-	start = time.Now()
-	if v := suspect(t, c, "b"); v != Voted {
-		t.Fatalf("the first vote against b: %s, want voted", v)
-	}
-	waiting.Store(true)
-	if v := suspect(t, d, "b"); v != Evicted {
-		t.Fatalf("the vote of a held-up voter against b: %s, want evicted", v)
-	}
-	if took := time.Since(start); took >= idle {
+	if took := quorumAgainst(t, "b", c, d, func() { waiting.Store(true) }); took >= idle {
 		t.Fatalf("evicted %s after the first vote, though a voter's trainer waited (refute window %s)", took, window)
 	}
 	await(t, c, "generation without b", hasIDs("c", "d"))
@@ -516,15 +494,8 @@ func TestASilenceThatHoldsUpNoTrainerWaitsTheIdleWindow(t *testing.T) {
 	await(t, c, "e in", hasIDs("c", "d", "e"))
 	waiting.Store(false)
 	e.Close()
-	start = time.Now()
-	if v := suspect(t, c, "e"); v != Voted {
-		t.Fatalf("the first vote against e: %s, want voted", v)
-	}
-	time.AfterFunc(idle/4, func() { waiting.Store(true) })
-	if v := suspect(t, d, "e"); v != Evicted {
-		t.Fatalf("the second vote against e: %s, want evicted", v)
-	}
-	if took := time.Since(start); took >= idle {
+	held := func() { time.AfterFunc(idle/4, func() { waiting.Store(true) }) }
+	if took := quorumAgainst(t, "e", c, d, held); took >= idle {
 		t.Fatalf("evicted %s after the first vote, though the voter's trainer was held up after %s", took, idle/4)
 	}
 }
@@ -567,4 +538,22 @@ func TestAMemberSeesOnlyTheVotesItActsOn(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("the vote against %s, e's predecessor, was not shown within 10s", near)
 	}
+}
+
+// quorumAgainst has first and then second vote against id, the first
+// stored, the second evicting; between, if set, runs between the two. It
+// returns the time from the first vote to the eviction.
+func quorumAgainst(t *testing.T, id string, first, second *Member, between func()) time.Duration {
+	t.Helper()
+	start := time.Now()
+	if v := suspect(t, first, id); v != Voted {
+		t.Fatalf("the first vote against %s: %s, want voted", id, v)
+	}
+	if between != nil {
+		between()
+	}
+	if v := suspect(t, second, id); v != Evicted {
+		t.Fatalf("the second vote against %s: %s, want evicted", id, v)
+	}
+	return time.Since(start)
 }

@@ -105,10 +105,8 @@ func (j *Job) voteTargets() []string {
 		if g == nil {
 			continue
 		}
-		n := len(g.Members)
-		i := slices.IndexFunc(g.Members, func(m record.RankedMember) bool { return m.ID == id })
-		for k := 1; i >= 0 && k <= Checkers+1 && k < n; k++ {
-			add(g.Members[(i-k+n)%n].ID)
+		for _, p := range g.Predecessors(id, Checkers+1) {
+			add(p)
 		}
 	}
 	if len(want) > maxVoteWatches {

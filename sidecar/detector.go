@@ -171,7 +171,6 @@ type detector struct {
 	checking   map[string]bool       // members a check is running on
 	announced  map[string]bool       // deaths announced ahead of their generation
 	deadAt     map[string]time.Time  // when members of gen were confirmed dead
-	votesCast  int                   // votes being cast now (at most maxVotes)
 
 	wg sync.WaitGroup
 }
@@ -313,13 +312,12 @@ func (d *detector) startVote(name, why string, found gossip.Status) {
 		d.mu.Unlock()
 		return
 	}
-	if d.votesCast >= maxVotes {
+	if d.votesCasting() >= maxVotes {
 		d.mu.Unlock()
 		d.metrics.shed.WithLabelValues("vote").Inc()
 		d.log.Debug("not voting: as many votes are being cast already", "suspect", name, "why", why, "votes", maxVotes)
 		return
 	}
-	d.votesCast++
 	ctx, cancel := context.WithCancel(d.ctx)
 	s := &suspicion{cancel: cancel, done: make(chan struct{})}
 	d.suspicions[name] = s
@@ -329,9 +327,6 @@ func (d *detector) startVote(name, why string, found gossip.Status) {
 	d.wg.Go(func() {
 		defer close(s.done)
 		verdict := d.vote(ctx, name, found)
-		d.mu.Lock()
-		d.votesCast--
-		d.mu.Unlock()
 		if verdict == coordinator.Evicted {
 			d.announceDead(name)
 		}
@@ -344,6 +339,17 @@ func (d *detector) startVote(name, why string, found gossip.Status) {
 		}
 	})
 	d.mu.Unlock()
+}
+
+// votesCasting counts our votes being cast. d.mu is held.
+func (d *detector) votesCasting() int {
+	n := 0
+	for name := range d.suspicions {
+		if d.casting(name) {
+			n++
+		}
+	}
+	return n
 }
 
 // casting reports whether our vote against name is being cast. One that
@@ -531,18 +537,7 @@ func (d *detector) watchNeighbours(g *record.Generation) {
 	if g == nil {
 		return
 	}
-	n, i := len(g.Members), -1
-	for j, m := range g.Members {
-		if m.ID == d.self {
-			i = j
-			break
-		}
-	}
-	var names []string
-	for k := 1; i >= 0 && k <= coordinator.Quorum && k < n; k++ {
-		names = append(names, g.Members[(i-k+n)%n].ID)
-	}
-	d.View.Watch(names)
+	d.View.Watch(g.Predecessors(d.self, coordinator.Quorum))
 }
 
 // reconcileGossip checks, every reconcileEvery, each member of the
@@ -680,9 +675,8 @@ func (d *detector) trainerStalled(after time.Duration) {
 // and the coordinator.Checkers before it, each once.
 func neighbours(g *record.Generation, id string) []string {
 	out := successors(g, id)
-	i := slices.IndexFunc(g.Members, func(m record.RankedMember) bool { return m.ID == id })
-	for k := 1; i >= 0 && k <= coordinator.Checkers && k < len(g.Members); k++ {
-		if p := g.Members[(i-k+len(g.Members))%len(g.Members)].ID; !slices.Contains(out, p) {
+	for _, p := range g.Predecessors(id, coordinator.Checkers) {
+		if !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}
@@ -691,15 +685,7 @@ func neighbours(g *record.Generation, id string) []string {
 
 // successors returns the coordinator.Checkers members after id in g's ring.
 func successors(g *record.Generation, id string) []string {
-	i := slices.IndexFunc(g.Members, func(m record.RankedMember) bool { return m.ID == id })
-	if i < 0 {
-		return nil
-	}
-	var out []string
-	for k := 1; k <= coordinator.Checkers && k < len(g.Members); k++ {
-		out = append(out, g.Members[(i+k)%len(g.Members)].ID)
-	}
-	return out
+	return g.Successors(id, coordinator.Checkers)
 }
 
 // announceDead announces a death this sidecar's own vote confirmed, ahead

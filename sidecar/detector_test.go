@@ -586,38 +586,37 @@ func TestDetectorRunsOneCheckAtATimePerMember(t *testing.T) {
 // cast, it sheds the hints, and its load on its peers and on etcd stays
 // bounded whatever it believes.
 func TestDetectorBoundsItsChecksAndVotesInFlight(t *testing.T) {
-	td := newTestDetector(t)
-	td.gossip.block = make(chan struct{})
-	stop := td.start(t)
-	for i := 1; i <= maxChecks+2; i++ {
-		td.MemberSuspect(fmt.Sprintf("w%d", i), nil)
-	}
-	td.trace.awaitN(t, maxChecks)
-	td.trace.take()
-	if got := testutil.ToFloat64(td.metrics.shed.WithLabelValues("check")); got != 2 {
-		t.Errorf("%v checks shed, want the 2 beyond the %d running", got, maxChecks)
-	}
-	close(td.gossip.block)
-	stop()
-	if got := td.trace.take(); len(got) != 0 {
-		t.Errorf("the shed hints made %q happen later", got)
-	}
-
-	td = newTestDetector(t)
-	td.votes.block = make(chan struct{})
-	stop = td.start(t)
-	for i := 1; i <= maxVotes+1; i++ {
-		td.suspect(fmt.Sprintf("w%d", i), "a test")
-	}
-	td.trace.awaitN(t, maxVotes)
-	td.trace.take()
-	if got := testutil.ToFloat64(td.metrics.shed.WithLabelValues("vote")); got != 1 {
-		t.Errorf("%v votes shed, want the 1 beyond the %d being cast", got, maxVotes)
-	}
-	close(td.votes.block)
-	stop()
-	if got := td.trace.take(); len(got) != 0 {
-		t.Errorf("the shed vote was cast later: %q", got)
+	for _, tc := range []struct {
+		what  string
+		limit int
+		block func(*testDetector) chan struct{} // holds every check, or vote, until closed
+		hint  func(td *testDetector, name string)
+	}{
+		{"check", maxChecks,
+			func(td *testDetector) chan struct{} { td.gossip.block = make(chan struct{}); return td.gossip.block },
+			func(td *testDetector, name string) { td.MemberSuspect(name, nil) }},
+		{"vote", maxVotes,
+			func(td *testDetector) chan struct{} { td.votes.block = make(chan struct{}); return td.votes.block },
+			func(td *testDetector, name string) { td.suspect(name, "a test") }},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			td := newTestDetector(t)
+			block := tc.block(td)
+			stop := td.start(t)
+			for i := 1; i <= tc.limit+2; i++ {
+				tc.hint(td, fmt.Sprintf("w%d", i))
+			}
+			td.trace.awaitN(t, tc.limit)
+			td.trace.take()
+			if got := testutil.ToFloat64(td.metrics.shed.WithLabelValues(tc.what)); got != 2 {
+				t.Errorf("%v %ss shed, want the 2 beyond the %d in flight", got, tc.what, tc.limit)
+			}
+			close(block)
+			stop()
+			if got := td.trace.take(); len(got) != 0 {
+				t.Errorf("the shed %ss made %q happen later", tc.what, got)
+			}
+		})
 	}
 }
 

@@ -124,14 +124,41 @@ type RankedMember struct {
 // Member returns the member with id and whether it is in the generation.
 // It builds the lookup on first use unless BuildIndex did.
 func (g *Generation) Member(id string) (RankedMember, bool) {
-	if g.index == nil {
-		g.BuildIndex()
-	}
-	i, ok := g.index[id]
+	i, ok := g.position(id)
 	if !ok {
 		return RankedMember{}, false
 	}
 	return g.Members[i], true
+}
+
+// position returns id's index in Members.
+func (g *Generation) position(id string) (int, bool) {
+	if g.index == nil {
+		g.BuildIndex()
+	}
+	i, ok := g.index[id]
+	return i, ok
+}
+
+// Successors returns the ids of the up to k members after id in the ring,
+// nearest first (none that is id itself); nil if id is not a member.
+func (g *Generation) Successors(id string, k int) []string { return g.around(id, k, 1) }
+
+// Predecessors returns the ids of the up to k members before id in the
+// ring, nearest first (none that is id itself); nil if id is not a member.
+func (g *Generation) Predecessors(id string, k int) []string { return g.around(id, k, -1) }
+
+func (g *Generation) around(id string, k, step int) []string {
+	i, ok := g.position(id)
+	if !ok {
+		return nil
+	}
+	n := len(g.Members)
+	var out []string
+	for d := 1; d <= k && d < n; d++ {
+		out = append(out, g.Members[((i+step*d)%n+n)%n].ID)
+	}
+	return out
 }
 
 // IDs returns the member ids in ring order.

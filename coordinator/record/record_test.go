@@ -2,6 +2,7 @@ package record
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -132,5 +133,18 @@ func TestDecodeVote(t *testing.T) {
 		if _, _, _, err := DecodeVote(tc.key, []byte(tc.value)); err == nil {
 			t.Errorf("DecodeVote(%q, %q) accepted a malformed vote", tc.key, tc.value)
 		}
+	}
+}
+
+func TestRingNeighboursWrapAroundAndStopShortOfThemselves(t *testing.T) {
+	g := &Generation{Members: []RankedMember{{ID: "a"}, {ID: "b"}, {ID: "c"}}}
+	if got := g.Predecessors("a", 4); !slices.Equal(got, []string{"c", "b"}) {
+		t.Errorf("Predecessors(a, 4) = %q, want [c b]", got)
+	}
+	if got := g.Successors("c", 1); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("Successors(c, 1) = %q, want [a]", got)
+	}
+	if got := g.Successors("x", 2); got != nil {
+		t.Errorf("Successors of a non-member = %q, want none", got)
 	}
 }
