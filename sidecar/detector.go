@@ -273,8 +273,26 @@ func (d *detector) generation() *record.Generation {
 }
 
 // MemberDead: gossip's verdict came from some member's suspicion timeout;
-// it is a reason to look, not a confirmation.
-func (d *detector) MemberDead(name string, _ net.IP) { d.check(name, "gossip declared it dead") }
+// it is a reason to look, not a confirmation, and only name's checkers
+// look (see checkRumour).
+func (d *detector) MemberDead(name string, _ net.IP) { d.checkRumour(name, "gossip declared it dead") }
+
+// checkRumour checks name on word that reached every member at once
+// (gossip's verdict, gossip forgetting it) only if this member is one of
+// name's coordinator.Checkers, the members after it in the ring; without
+// a generation yet, every member checks. When the whole machine stalled
+// for a second or two, gossip declared a few live members dead
+// everywhere at once, and every member checked each of them, still short
+// of CPU, and voted against it: 119 of the 127 votes against one live
+// member of 128 came from gossip's verdict, and each was a write to etcd
+// and a watch event for its checkers. Three checks are enough where two
+// votes evict.
+func (d *detector) checkRumour(name, why string) {
+	if g := d.generation(); g != nil && !isChecker(g, name, "", d.self) {
+		return
+	}
+	d.check(name, why)
+}
 
 // MemberSuspect: our own probe found name unresponsive. One failed probe
 // is checked before it becomes a vote: under load a probe fails for want
@@ -541,10 +559,11 @@ func (d *detector) watchNeighbours(g *record.Generation) {
 }
 
 // reconcileGossip checks, every reconcileEvery, each member of the
-// generation that gossip no longer holds alive: gossip forgets a member
-// it declared dead (during a partition, a CPU stall), and stops probing
-// it, while the member is still registered. A check that gets no answer
-// votes against it; one that does brings it back into gossip.
+// generation that gossip no longer holds alive and this member is a
+// checker of (see checkRumour): gossip forgets a member it declared dead
+// (during a partition, a CPU stall), and stops probing it, while the
+// member is still registered. A check that gets no answer votes against
+// it; one that does brings it back into gossip.
 func (d *detector) reconcileGossip(ctx context.Context) {
 	t := time.NewTicker(reconcileEvery)
 	defer t.Stop()
@@ -566,7 +585,7 @@ func (d *detector) reconcile() {
 	d.watchNeighbours(g) // again: a watch that closed, a member gossip had not seen
 	for _, m := range g.Members {
 		if m.ID != d.self && !d.View.Alive(m.ID) {
-			d.check(m.ID, "in the generation but gone from gossip")
+			d.checkRumour(m.ID, "in the generation but gone from gossip")
 		}
 	}
 }

@@ -139,7 +139,18 @@ const fakeCheckTimeout = 100 * time.Millisecond
 func (g *fakeGossip) CheckTimeout() time.Duration { return fakeCheckTimeout }
 
 func (g *fakeGossip) Gone(_ context.Context, name string) bool { return g.refused[name] }
-func (g *fakeGossip) Alive(name string) bool                   { return !g.dead[name] }
+func (g *fakeGossip) Alive(name string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return !g.dead[name]
+}
+
+// setDead has the gossip view hold name dead from now on.
+func (g *fakeGossip) setDead(name string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.dead[name] = true
+}
 
 func (g *fakeGossip) Rejoin(_ context.Context, name string) error {
 	g.trace.add("rejoin %s", name)
@@ -876,4 +887,35 @@ func TestAStalledTrainerIsHeldUpUntilItStepsAgain(t *testing.T) {
 	awaitHeld(true)
 	a.stepped <- time.Hour // the next step
 	awaitHeld(false)
+}
+
+// Gossip's verdict reaches every member at once: only the member's
+// checkers (the coordinator.Checkers after it in the ring) look, whether
+// gossip declared it dead or forgot it. At 128 members, 119 of the 127
+// votes against a live member after a machine-wide stall came from it.
+func TestAGossipVerdictIsCheckedOnlyByTheMembersCheckers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tell func(td *testDetector, name string)
+	}{
+		{"declared dead", func(td *testDetector, name string) { td.MemberDead(name, nil) }},
+		{"forgotten", func(td *testDetector, name string) { td.gossip.setDead(name); td.reconcile() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			td := newTestDetector(t)
+			td.gossip.status["w3"], td.gossip.status["w5"] = gossip.Silent, gossip.Silent
+			stop := td.start(t)
+			td.SetGeneration(context.Background(), ring(1, []int{1, 2, 3, 4, 0, 5, 6, 7}))
+			td.awaitChecksDone(t)
+			td.trace.take()
+			tc.tell(td, "w3") // w0 is its third checker: w4, w0 and w5 follow it
+			td.trace.await(t, "suspect w3")
+			tc.tell(td, "w5") // w6, w7 and w1 follow it
+			tc.tell(td, "w6") // w7, w1 and w2 follow it
+			stop()
+			if got, want := td.trace.take(), []string{"check w3", "suspect w3"}; !slices.Equal(got, want) {
+				t.Errorf("gossip's word on w3, w5 and w6 made %q happen, want %q", got, want)
+			}
+		})
+	}
 }
