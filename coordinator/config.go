@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -130,6 +131,14 @@ type Config struct {
 	// Each vote records it (record.Vote.Waiting). Unset, every vote counts
 	// as held up: a silent quorum waits RefuteWindow.
 	Waiting func() bool
+	// Exited, if set, says whether member id's process is gone for
+	// certain: its gossip port refuses a connection. A quorum of silent
+	// votes asks it every RefuteWindow while it waits, and evicts at once
+	// when it says so. A process the kernel is still tearing down looks
+	// frozen, not gone: on a crowded host, a killed sidecar's sockets
+	// stayed open for up to 2 s after its SIGKILL, until its address space
+	// was unmapped.
+	Exited func(ctx context.Context, id string) bool
 
 	hooks *testHooks
 }
@@ -171,11 +180,16 @@ func DefaultConfig(namespace, job string) Config {
 		// each a little after it unmapped its start-up pages, and two of
 		// them were evicted at 150 ms).
 		CorrelatedRefuteWindow: time.Second,
-		// 2 s: twice the longest stall of a live sidecar seen with 128
+		// 3 s, the TTL: a live sidecar stalled for 2.8 s, alone, with 128
 		// of them on two busy cores (`bench detect --members 128 --load
-		// 2`: 1.04 s, as another sidecar was starting), and under the
-		// TTL, when a sidecar frozen for real loses its lease anyway.
-		IdleRefuteWindow: 2 * time.Second,
+		// 2`), and was evicted 70 ms before it answered, at 2 s. A
+		// sidecar silent for longer than the TTL has lost its lease
+		// before its votes evict it, and the leader holds its place for
+		// ExpiryGrace while it registers again: so with the window at
+		// the TTL, no stall of the sidecar alone evicts it while no
+		// trainer waits on it. A member frozen for real, that no
+		// trainer's step marks as missed, leaves when the grace ends.
+		IdleRefuteWindow: 3 * time.Second,
 		// 500 ms: pods of a scale-up start within a few hundred ms of each
 		// other; one generation for all of them beats one per pod.
 		Settle:    500 * time.Millisecond,

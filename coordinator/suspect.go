@@ -184,7 +184,7 @@ func (m *Member) suspect(ctx context.Context, id string, vote record.Vote) (Verd
 	if !gone {
 		since := m.job.keys.firstSeen(standing)
 		var err error
-		if waiting, err = m.awaitRefutation(ctx, id, !unreachable, waiting, since); err != nil {
+		if waiting, gone, err = m.awaitRefutation(ctx, id, !unreachable, waiting, since); err != nil {
 			return Voted, err
 		}
 		waited = time.Since(since)
@@ -233,9 +233,11 @@ func leaseIn(kvs []*mvccpb.KeyValue) int64 {
 // against it, counted from since: RefuteWindow if unreachable; if silent,
 // RefuteWait (of whether a voter's trainer waits), stretched to
 // CorrelatedWait of the number of other members that silent votes stand
-// against, read at the end of each wait until no more is due. It returns
-// whether a trainer was held up in the end.
-func (m *Member) awaitRefutation(ctx context.Context, id string, silent, waiting bool, since time.Time) (bool, error) {
+// against, read at the end of each wait until no more is due. A silent
+// suspect found exited meanwhile (Config.Exited) is waited for no longer.
+// It returns whether a trainer was held up in the end, and whether the
+// suspect exited.
+func (m *Member) awaitRefutation(ctx context.Context, id string, silent, waiting bool, since time.Time) (bool, bool, error) {
 	cfg := m.job.cfg
 	if cfg.hooks != nil && cfg.hooks.refuteWait != nil {
 		cfg.hooks.refuteWait(id, since)
@@ -244,39 +246,52 @@ func (m *Member) awaitRefutation(ctx context.Context, id string, silent, waiting
 	if silent {
 		window = cfg.RefuteWait(waiting) // a stall explains silence, never an unreachable node
 	}
-	// A silence that holds up no trainer yet is looked at again every
-	// RefuteWindow: a frozen member holds up every trainer of the ring at
-	// its next collective, this member's among them, and from then on
-	// the job pays for every moment waited.
+	// A silence is looked at again every RefuteWindow: a frozen member
+	// holds up every trainer of the ring at its next collective, this
+	// member's among them, and from then on the job pays for every moment
+	// waited; and a member that looked frozen may turn out to have exited.
 	poll := max(cfg.RefuteWindow, 10*time.Millisecond)
-	for silent && !waiting && cfg.Waiting != nil && time.Since(since) < window {
-		if err := sleep(ctx, min(poll, window-time.Since(since))); err != nil {
-			return waiting, err
-		}
-		if cfg.Waiting() {
-			waiting, window = true, cfg.RefuteWait(true)
+	// waitUntil waits until end after since, or until the suspect exited;
+	// the first wait (first) ends sooner once a trainer is held up.
+	waitUntil := func(end time.Duration, first bool) (bool, error) {
+		for {
+			watchHeld := first && !waiting && cfg.Waiting != nil
+			left := end - time.Since(since)
+			if !silent || left <= 0 || (cfg.Exited == nil && !watchHeld) {
+				return false, sleep(ctx, left)
+			}
+			if err := sleep(ctx, min(poll, left)); err != nil {
+				return false, err
+			}
+			if cfg.Exited != nil && cfg.Exited(ctx, id) {
+				return true, nil
+			}
+			if watchHeld && cfg.Waiting() {
+				waiting, window = true, cfg.RefuteWait(true)
+				end = window
+			}
 		}
 	}
-	if err := sleep(ctx, window-time.Since(since)); err != nil {
-		return waiting, err
+	if exited, err := waitUntil(window, true); exited || err != nil {
+		return waiting, exited, err
 	}
 	waited := max(window, time.Since(since))
 	for silent {
 		others, err := m.othersSilent(ctx, id)
 		if err != nil {
-			return waiting, fmt.Errorf("suspect %s: read other votes: %w", id, err)
+			return waiting, false, fmt.Errorf("suspect %s: read other votes: %w", id, err)
 		}
 		more := cfg.CorrelatedWait(len(others)) - waited
 		if more <= 0 {
-			return waiting, nil
+			return waiting, false, nil
 		}
 		m.log.Info("others are silent too: waiting longer for refutations", "suspect", id, "others", others, "wait", more)
-		if err := sleep(ctx, more); err != nil {
-			return waiting, err
+		if exited, err := waitUntil(waited+more, false); exited || err != nil {
+			return waiting, exited, err
 		}
 		waited += more
 	}
-	return waiting, nil
+	return waiting, false, nil
 }
 
 // RefuteWait is how long a quorum of silent votes stands before it evicts

@@ -500,6 +500,27 @@ func TestASilenceThatHoldsUpNoTrainerWaitsTheIdleWindow(t *testing.T) {
 	}
 }
 
+// A killed process whose sockets the kernel has not closed yet looks
+// frozen: its votes are silent. Once its port refuses (Config.Exited), the
+// quorum stops waiting and evicts it.
+func TestASilentMemberFoundExitedIsEvictedAtOnce(t *testing.T) {
+	const idle, exitAfter = 20 * time.Second, 300 * time.Millisecond
+	var exited atomic.Bool
+	j, _ := testJob(t, func(c *Config) {
+		c.TTL, c.RefuteWindow, c.IdleRefuteWindow = 60*time.Second, 100*time.Millisecond, idle
+		c.Waiting = func() bool { return false }
+		c.Exited = func(_ context.Context, id string) bool { return id == "a" && exited.Load() }
+	})
+	a, b, c := join(t, j, "a"), join(t, j, "b"), join(t, j, "c")
+	await(t, b, "all three", hasIDs("a", "b", "c"))
+	a.Close()
+	exits := func() { time.AfterFunc(exitAfter, func() { exited.Store(true) }) }
+	if took := quorumAgainst(t, "a", b, c, exits); took < exitAfter || took >= idle {
+		t.Fatalf("evicted %s after the first vote; want after the exit (%s) and before the idle window (%s)", took, exitAfter, idle)
+	}
+	await(t, b, "generation without a", hasIDs("b", "c"))
+}
+
 // A member is shown the votes against itself (to refute them) and against
 // the Checkers+1 members before it in the ring (it checks them on another's
 // vote), no others: every member woken by every vote held up, at 128
