@@ -57,8 +57,10 @@ type Config struct {
 	// on two busy cores) keeps its place; a frozen one still holds up
 	// the trainers of its neighbours at their next collective, and their
 	// votes then evict it after RefuteWindow. Members whose trainers
-	// report no steps (restart mode, Horovod) always wait this long. A
-	// window shorter than RefuteWindow counts as RefuteWindow.
+	// report no steps (restart mode, Horovod) always wait this long, or
+	// until the frozen member's lease expires and ExpiryGrace ends (silent
+	// votes that hold up no trainer do not end the grace). A window
+	// shorter than RefuteWindow counts as RefuteWindow.
 	IdleRefuteWindow time.Duration
 	// ExpiryGrace is how long the leader keeps in the ring a member of the
 	// generation whose key vanished without an eviction or a leave: its
@@ -180,16 +182,15 @@ func DefaultConfig(namespace, job string) Config {
 		// each a little after it unmapped its start-up pages, and two of
 		// them were evicted at 150 ms).
 		CorrelatedRefuteWindow: time.Second,
-		// 3 s, the TTL: a live sidecar stalled for 2.8 s, alone, with 128
-		// of them on two busy cores (`bench detect --members 128 --load
-		// 2`), and was evicted 70 ms before it answered, at 2 s. A
-		// sidecar silent for longer than the TTL has lost its lease
-		// before its votes evict it, and the leader holds its place for
-		// ExpiryGrace while it registers again: so with the window at
-		// the TTL, no stall of the sidecar alone evicts it while no
-		// trainer waits on it. A member frozen for real, that no
-		// trainer's step marks as missed, leaves when the grace ends.
-		IdleRefuteWindow: 3 * time.Second,
+		// 8 s, the TTL and the expiry grace: a member frozen for real
+		// has lost its lease by then and leaves when the grace ends, so
+		// the window costs its eviction nothing; while a live sidecar
+		// whose gossip alone stalls keeps its place that long. With 128
+		// sidecars on two busy cores (`bench detect --members 128 --load
+		// 2`), one answered no ping for 4.3 s while its etcd session
+		// lived (its gossip waited on a page fault) and was evicted at a
+		// 3 s window, and one stalled 2.8 s and was evicted at 2 s.
+		IdleRefuteWindow: 8 * time.Second,
 		// 500 ms: pods of a scale-up start within a few hundred ms of each
 		// other; one generation for all of them beats one per pod.
 		Settle:    500 * time.Millisecond,

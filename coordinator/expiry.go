@@ -2,9 +2,11 @@ package coordinator
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ringside/ringside/coordinator/record"
@@ -18,9 +20,16 @@ import (
 // a member's Leave: both leave evicted/<id> behind) from a key that only
 // timed out, and holds a member of the generation whose key timed out in
 // the ring for Config.ExpiryGrace: if it registers again meanwhile, nothing
-// changed. A member that a peer votes against is not held: its key timed
-// out and a live member finds it unresponsive, so it died (in a job of
-// two, where one vote never evicts, its lease expiring is how it leaves).
+// changed. A member that a peer votes against is not held when the vote
+// found its process gone or its node unreachable, or came from a member
+// whose trainer it holds up: its key timed out and it is dead, or costs
+// the job every moment (in a job of two, where one vote never evicts,
+// its lease expiring is how it leaves). Silent votes that hold up no
+// trainer do not stop the hold: a sidecar starved of CPU for longer than
+// the TTL (128 sidecars on two busy cores: 2.8 s) loses its lease and is
+// silent meanwhile, exactly as a frozen one, and costs the job nothing
+// while it comes back; the idle refute window is the TTL so that its votes
+// do not evict it first (see Config.IdleRefuteWindow).
 
 // held is a member of the generation whose key timed out.
 type held struct {
@@ -47,7 +56,8 @@ func (st *leaderState) planning() map[string]record.MemberInfo {
 }
 
 // holdMissing holds, at the start of a term, the members of the generation
-// that have no key, no eviction record and no vote against them at rev.
+// that have no key, no eviction record and no vote against them at rev
+// that acts at once (see actsAtOnce).
 func (m *Member) holdMissing(ctx context.Context, st *leaderState, rev int64, now time.Time) error {
 	grace := m.job.cfg.ExpiryGrace
 	if st.gen == nil || grace == 0 {
@@ -65,7 +75,7 @@ func (m *Member) holdMissing(ctx context.Context, st *leaderState, rev int64, no
 	p := m.job.cfg.Prefix()
 	resp, err := m.job.client.Txn(ctx).Then(
 		clientv3.OpGet(p+record.EvictedDir, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(rev)),
-		clientv3.OpGet(p+record.SuspectsDir, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(rev)),
+		clientv3.OpGet(p+record.SuspectsDir, clientv3.WithPrefix(), clientv3.WithRev(rev)),
 	).Commit()
 	if err != nil {
 		return err
@@ -75,8 +85,9 @@ func (m *Member) holdMissing(ctx context.Context, st *leaderState, rev int64, no
 		gone[strings.TrimPrefix(string(kv.Key), p+record.EvictedDir)] = true
 	}
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
-		target, _, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), p+record.SuspectsDir), "/")
-		gone[target] = true
+		if target, ok := m.actsAtOnce(kv); ok {
+			gone[target] = true
+		}
 	}
 	for _, rm := range missing {
 		if gone[rm.ID] {
@@ -90,7 +101,8 @@ func (m *Member) holdMissing(ctx context.Context, st *leaderState, rev int64, no
 }
 
 // holdIfTimedOut holds member id, whose key was just deleted, if it was in
-// the generation, nothing evicted it and no peer votes against it.
+// the generation, nothing evicted it and no peer's vote against it acts at
+// once (see actsAtOnce).
 func (m *Member) holdIfTimedOut(ctx context.Context, st *leaderState, id string, info record.MemberInfo, now time.Time) {
 	grace := m.job.cfg.ExpiryGrace
 	if st.gen == nil || grace == 0 {
@@ -102,15 +114,34 @@ func (m *Member) holdIfTimedOut(ctx context.Context, st *leaderState, id string,
 	p := m.job.cfg.Prefix()
 	resp, err := m.job.client.Txn(ctx).Then(
 		clientv3.OpGet(p+record.EvictedDir+id, clientv3.WithCountOnly()),
-		clientv3.OpGet(p+record.SuspectsDir+id+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		clientv3.OpGet(p+record.SuspectsDir+id+"/", clientv3.WithPrefix()),
 	).Commit()
-	if err == nil && resp.Responses[0].GetResponseRange().Count+resp.Responses[1].GetResponseRange().Count > 0 {
+	if err == nil && (resp.Responses[0].GetResponseRange().Count > 0 || slices.ContainsFunc(resp.Responses[1].GetResponseRange().Kvs, func(kv *mvccpb.KeyValue) bool {
+		_, now := m.actsAtOnce(kv)
+		return now
+	})) {
 		return // evicted, left or found dead by a peer: act on the departure
 	}
 	// A key gone without a record, or we cannot tell (the hold ends with
 	// the grace either way).
 	st.hold(id, info, now.Add(grace))
 	m.log.Info("a member's key timed out: holding its place while it registers again", "held", id, "for", grace)
+}
+
+// actsAtOnce decodes the vote kv and reports its target, and whether the
+// vote ends a timed-out member's place at once: it found the member's
+// process gone or its node unreachable, or its voter's trainer is held
+// up. A vote that cannot be decoded counts, as it did before votes said
+// more than that they stood.
+func (m *Member) actsAtOnce(kv *mvccpb.KeyValue) (target string, now bool) {
+	p := m.job.cfg.Prefix()
+	target, _, v, err := record.DecodeVote(strings.TrimPrefix(string(kv.Key), p), kv.Value)
+	if err != nil {
+		m.job.reportBad(string(kv.Key), err)
+		target, _, _ = strings.Cut(strings.TrimPrefix(string(kv.Key), p+record.SuspectsDir), "/")
+		return target, true
+	}
+	return target, v.Gone || v.Unreachable || v.Waiting
 }
 
 func (st *leaderState) hold(id string, info record.MemberInfo, until time.Time) {

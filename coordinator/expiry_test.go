@@ -196,3 +196,41 @@ func TestAMemberVotedAgainstIsNotHeldWhenItsKeyTimesOut(t *testing.T) {
 		})
 	}
 }
+
+// A sidecar starved of CPU for longer than the TTL loses its lease and is
+// silent meanwhile. Silent votes from members whose trainers it holds up
+// in nothing do not stop the hold: when it registers again, nothing
+// changed.
+func TestAMemberSilentWhileNoTrainerWaitsIsHeldWhenItsKeyTimesOut(t *testing.T) {
+	j, client := testJob(t, func(c *Config) {
+		c.TTL, c.ExpiryGrace, c.IdleRefuteWindow = time.Second, time.Hour, time.Hour
+		c.Waiting = func() bool { return false }
+	})
+	a, b, c := join(t, j, "a"), join(t, j, "b"), join(t, j, "c")
+	g := await(t, a, "all three", hasIDs("a", "b", "c"))
+	key := j.cfg.Prefix() + record.MembersDir + "c"
+	resp, err := client.Get(context.Background(), key)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("read %s: %v", key, err)
+	}
+	c.Close() // silent from now on; its lease expires within the TTL
+	if v := suspect(t, b, "c"); v != Voted {
+		t.Fatalf("b's vote against c: %s, want voted", v)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for ev := range client.Watch(ctx, key, clientv3.WithRev(resp.Header.Revision+1)) {
+		if slices.ContainsFunc(ev.Events, func(e *clientv3.Event) bool { return e.Type == clientv3.EventTypeDelete }) {
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("c's key did not time out within 10s")
+	}
+	putMember(t, client, j, "c", string(resp.Kvs[0].Value)) // c registers again
+	join(t, j, "d")
+	next := await(t, a, "generation with d", hasIDs("a", "b", "c", "d"))
+	if next.Number != g.Number+1 || next.Reason != "join d" {
+		t.Fatalf("generation %d %q after %d, want %d \"join d\": c's silence while no trainer waited cost a generation", next.Number, next.Reason, g.Number, g.Number+1)
+	}
+}

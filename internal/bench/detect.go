@@ -146,7 +146,21 @@ func (r *DetectRun) measureIdle(ws []*localjob.Worker, cpu0 []float64, d time.Du
 type seen struct {
 	worker string
 	event  api.Event
-	at     time.Time
+	// at is when the worker's sidecar published the event (its time, on
+	// this machine's clock), not when this process read it: with 128
+	// sidecars of the same executable on two busy cores, this process
+	// stalled for seconds on page faults of its own code (a kernel
+	// memory monitor held the pages locked while it walked every
+	// process that maps them), and those seconds are not the job's.
+	at time.Time
+}
+
+// eventTime is e's time, or now for an event without one.
+func eventTime(e api.Event) time.Time {
+	if e.Time.IsZero() {
+		return time.Now()
+	}
+	return e.Time
 }
 
 // Detect runs the detection benchmark cfg.Runs times, each on a fresh job
@@ -231,7 +245,7 @@ func detectOnce(ctx context.Context, cfg DetectConfig, run int, progress io.Writ
 			defer wg.Done()
 			for e := range evs {
 				select {
-				case seenCh <- seen{worker: w.ID, event: e, at: time.Now()}:
+				case seenCh <- seen{worker: w.ID, event: e, at: eventTime(e)}:
 				case <-ctx.Done():
 					return
 				}
@@ -273,8 +287,9 @@ func detectOnce(ctx context.Context, cfg DetectConfig, run int, progress io.Writ
 		live := job.Workers()
 		victim := live[slices.Min(slices.Collect(maps.Keys(live)))]
 		alarms.kill(victim.ID)
-		killedAt := time.Now()
-		job.Kill(victim)
+		// From the signal, not from before it: this process stalled for
+		// seconds before it sent one (see seen.at).
+		killedAt := job.Kill(victim)
 		detect, commit, err := awaitDeath(ctx, seenCh, job.Workers(), victim.ID, killedAt)
 		if err != nil {
 			return DetectRun{}, err

@@ -295,12 +295,15 @@ func (w *Worker) procs() []*launch.Process {
 	return []*launch.Process{w.sidecar, w.trainer}
 }
 
-// Kill SIGKILLs the worker's sidecar and trainer, as a lost pod.
-func (j *Job) Kill(w *Worker) {
+// Kill SIGKILLs the worker's sidecar and trainer, as a lost pod, waits
+// until both have exited, and returns when the signals were sent.
+func (j *Job) Kill(w *Worker) (killed time.Time) {
 	j.forget(w)
 	// Both at once, as a pod is lost, then wait for both.
 	w.sigkill()
+	killed = time.Now()
 	w.wait()
+	return killed
 }
 
 // sigkill sends SIGKILL to the worker's processes, without waiting.
