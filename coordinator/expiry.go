@@ -128,6 +128,23 @@ func (m *Member) holdIfTimedOut(ctx context.Context, st *leaderState, id string,
 	m.log.Info("a member's key timed out: holding its place while it registers again", "held", id, "for", grace)
 }
 
+// dropExited ends the hold of every held member whose gossip port refuses
+// a connection (Config.Exited): its process is gone for certain, and its
+// place would wait out the grace for nothing. A killed sidecar whose
+// kernel took seconds to close its sockets drew silent votes, lost its
+// lease and was held; its port refused soon after.
+func (m *Member) dropExited(ctx context.Context, st *leaderState) {
+	if m.job.cfg.Exited == nil {
+		return
+	}
+	for id := range st.held {
+		if m.job.cfg.Exited(ctx, id) {
+			delete(st.held, id)
+			m.log.Info("a held member's port refuses: its place is not held any longer", "member", id)
+		}
+	}
+}
+
 // actsAtOnce decodes the vote kv and reports its target, and whether the
 // vote ends a timed-out member's place at once: it found the member's
 // process gone or its node unreachable, or its voter's trainer is held

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -232,5 +233,23 @@ func TestAMemberSilentWhileNoTrainerWaitsIsHeldWhenItsKeyTimesOut(t *testing.T) 
 	next := await(t, a, "generation with d", hasIDs("a", "b", "c", "d"))
 	if next.Number != g.Number+1 || next.Reason != "join d" {
 		t.Fatalf("generation %d %q after %d, want %d \"join d\": c's silence while no trainer waited cost a generation", next.Number, next.Reason, g.Number, g.Number+1)
+	}
+}
+
+// A held member whose port refuses (Config.Exited) has exited for good:
+// its place is not held until the grace ends.
+func TestAHeldMemberThatExitedLeavesBeforeTheGraceEnds(t *testing.T) {
+	var exited atomic.Bool
+	j, client := testJob(t, func(c *Config) {
+		c.TTL, c.ExpiryGrace = 60*time.Second, time.Hour
+		c.Exited = func(_ context.Context, id string) bool { return id == "c" && exited.Load() }
+	})
+	a, _, _ := join(t, j, "a"), join(t, j, "b"), join(t, j, "c")
+	g := await(t, a, "all three", hasIDs("a", "b", "c"))
+	timeOut(t, client, j, "c")
+	exited.Store(true)
+	next := await(t, a, "generation without c", hasIDs("a", "b"))
+	if next.Number != g.Number+1 || !slices.Contains(next.Left, "c") {
+		t.Fatalf("generation %d left %v after %d, want %d leaving c", next.Number, next.Left, g.Number, g.Number+1)
 	}
 }

@@ -276,6 +276,7 @@ func (m *Member) lead(ctx context.Context, sess *concurrency.Session, leaderKey 
 			c.crashC = nil
 		case <-c.holdC:
 			c.holdC = nil
+			m.dropExited(ctx, st)
 			c.armHolds(st.expireHolds(time.Now()))
 		case <-c.timerC:
 			c.timerC = nil
@@ -460,12 +461,17 @@ func (st *leaderState) restartMode() bool {
 	return false
 }
 
-// armHolds sets the hold timer to fire at until (zero: stops it).
+// armHolds sets the hold timer to fire at until (zero: stops it), or
+// sooner, every RefuteWindow, to look whether a held member exited (see
+// dropExited).
 func (c *committer) armHolds(until time.Time) {
 	if c.holdTimer != nil {
 		c.holdTimer.Stop()
 	}
 	c.holdTimer, c.holdC = nil, nil
+	if soon := time.Now().Add(c.m.job.cfg.RefuteWindow); !until.IsZero() && c.m.job.cfg.Exited != nil && soon.Before(until) {
+		until = soon
+	}
 	if !until.IsZero() {
 		c.holdTimer = time.NewTimer(time.Until(until))
 		c.holdC = c.holdTimer.C

@@ -148,6 +148,7 @@ func TestEverySubcommandRefusesBadInputNamingTheFlag(t *testing.T) {
 		{"bench rendezvous with an unknown flag", []string{"bench", "rendezvous", "--bogus"}, "unknown flag: --bogus"},
 		{"bench detect with one member", []string{"bench", "detect", "--members", "1"}, "--members 1: want 2 to 256"},
 		{"bench detect with too many members", []string{"bench", "detect", "--members", "1000"}, "--members 1000: want 2 to 256"},
+		{"bench detect with a negative node size", []string{"bench", "detect", "--node-size", "-1"}, "--node-size -1: want 0"},
 		{"bench detect with no runs", []string{"bench", "detect", "--runs", "0"}, "--runs 0: want 1 to 1000"},
 		{"bench partition with too few members", []string{"bench", "partition", "--members", "2"}, "--members 2 is out of range: use 4-32"},
 		{"bench partition with an unknown case", []string{"bench", "partition", "--cases", "split,flood"}, `--cases: unknown case "flood"`},

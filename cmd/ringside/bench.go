@@ -59,9 +59,12 @@ func newBenchDetectCmd() *cobra.Command {
 		Long: `detect starts an embedded etcd and N sidecar processes of this binary, each
 on its own loopback address; lets them idle (one sidecar's RSS and CPU),
 then SIGKILLs one at a time and measures when every survivor was told the
-victim is dead and when every survivor held the generation without it. A
+victim is dead and when every survivor held the generation without it,
+from the signal to the time each survivor's sidecar stamped on its event. A
 new member replaces each victim. --runs repeats all of it, each time on a
-fresh job.
+fresh job. Every --node-size sidecars run their own copy of the executable,
+as the pods of one node share their image and pods of different nodes share
+nothing.
 
 Throughout, it watches the job's keys in etcd and counts false alarms:
 false suspicions (a vote against a member whose process was alive) and
@@ -92,6 +95,7 @@ in total, with the detection percentiles over every kill of every run.`,
 	f.IntVar(&cfg.Load, "load", cfg.Load, "busy processes spinning on the CPU while the job idles and members are killed (0: none)")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up on a run after this long")
 	f.StringVar(&cfg.LogDir, "log-dir", "", "keep every sidecar's log in this directory, one subdirectory per run with --runs (default: a temporary one, removed)")
+	f.IntVar(&cfg.NodeSize, "node-size", cfg.NodeSize, "sidecars per simulated node: each node's sidecars run a copy of this executable of their own, as pods of different nodes share no pages (0: all run this one)")
 	f.BoolVar(&asJSON, "json", false, "print the result as one JSON line")
 	return cmd
 }

@@ -49,6 +49,10 @@ type DetectConfig struct {
 	// after the run (one subdirectory per run); empty uses a temporary
 	// directory, removed.
 	LogDir string
+	// NodeSize is how many sidecars play the pods of one node: they
+	// share a copy of the executable, and no two nodes share one (see
+	// localjob.Config.NodeSize); 0 has every sidecar share this one.
+	NodeSize int
 }
 
 // The bounds of DetectConfig: every sidecar is a process of this machine
@@ -60,7 +64,7 @@ const (
 
 // DefaultDetectConfig is what `ringside bench detect` runs.
 func DefaultDetectConfig() DetectConfig {
-	return DetectConfig{Members: 8, Kills: 5, Runs: 1, Idle: time.Minute, Timeout: 15 * time.Minute}
+	return DetectConfig{Members: 8, Kills: 5, Runs: 1, Idle: time.Minute, Timeout: 15 * time.Minute, NodeSize: 8}
 }
 
 // Validate says what is wrong with cfg, naming the flag to change.
@@ -74,6 +78,9 @@ func (cfg DetectConfig) Validate() error {
 	}
 	if cfg.Kills < 1 {
 		errs = append(errs, fmt.Errorf("--kills %d: want at least 1", cfg.Kills))
+	}
+	if cfg.NodeSize < 0 {
+		errs = append(errs, fmt.Errorf("--node-size %d: want 0 (every sidecar runs this executable) or more sidecars per node", cfg.NodeSize))
 	}
 	if cfg.Load < 0 {
 		errs = append(errs, fmt.Errorf("--load %d: want 0 (none) or more busy processes", cfg.Load))
@@ -212,7 +219,7 @@ func detectOnce(ctx context.Context, cfg DetectConfig, run int, progress io.Writ
 	const jobName = "detect"
 	// No trainer runs, so no socket is reset: a reset lists the host's
 	// whole connection table, which here is every member's.
-	job, err := localjob.Start(ctx, localjob.Config{Job: jobName, Dir: dir, SidecarArgs: []string{"--socket-reset=false"}})
+	job, err := localjob.Start(ctx, localjob.Config{Job: jobName, Dir: dir, SidecarArgs: []string{"--socket-reset=false"}, NodeSize: cfg.NodeSize})
 	if err != nil {
 		return DetectRun{}, err
 	}

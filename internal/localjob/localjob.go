@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"os"
@@ -48,6 +49,15 @@ type Config struct {
 	// its sidecar and trainer run under (`ip netns exec NS`: a network
 	// namespace per worker); unset, worker n gets a loopback address.
 	Place func(n int) (addr string, wrap []string)
+	// NodeSize, when above 0, has each NodeSize workers in turn run
+	// their sidecars from a copy of Ringside of their own, as the pods of
+	// one node share their image's pages and those of two nodes share
+	// none. With every sidecar of a large job mapping one file, a kernel
+	// walk over the mappings of one of its pages (memory reclaim, DAMON)
+	// visits them all, with the page locked, and sidecars that fault it
+	// in wait seconds for it: a machine of 128 nodes has no such page.
+	// 0: every sidecar runs Ringside itself.
+	NodeSize int
 }
 
 // gossipKeyFile is the job's gossip key, in Dir: Start makes a new one for
@@ -80,6 +90,8 @@ type Job struct {
 
 	mu      sync.Mutex
 	next    int
+	nodes   []string           // node n's copy of Ringside (Config.NodeSize)
+	copies  string             // their directory
 	workers map[string]*Worker // live
 	all     []*Worker          // every worker started, for Close
 	closing chan struct{}
@@ -180,8 +192,11 @@ func (j *Job) AddWorkerArgs(ctx context.Context, trainerArgs []string) (*Worker,
 		// The member enters the ring when its trainer is up, as in a pod.
 		args = append(args, "--await-trainer")
 	}
-	var err error
-	if w.sidecar, err = j.spawn(w.ID+".sidecar", command(j.cfg.Ringside, args...), ""); err != nil {
+	bin, err := j.executable(n)
+	if err != nil {
+		return nil, err
+	}
+	if w.sidecar, err = j.spawn(w.ID+".sidecar", command(bin, args...), ""); err != nil {
 		return nil, err
 	}
 	if err := waitAPI(ctx, w); err != nil {
@@ -432,6 +447,57 @@ func (j *Job) forget(w *Worker) {
 	delete(j.workers, w.ID)
 }
 
+// executable returns the binary worker n's sidecar runs: Ringside, or its
+// node's copy of it (Config.NodeSize), made on first use.
+func (j *Job) executable(n int) (string, error) {
+	if j.cfg.NodeSize <= 0 {
+		return j.cfg.Ringside, nil
+	}
+	node := n / j.cfg.NodeSize
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if node < len(j.nodes) {
+		return j.nodes[node], nil
+	}
+	if j.copies == "" {
+		// Not in Dir: that may be kept, and these are tens of MiB each.
+		dir, err := os.MkdirTemp("", "ringside-nodes-")
+		if err != nil {
+			return "", err
+		}
+		j.copies = dir
+	}
+	for len(j.nodes) <= node {
+		dst := filepath.Join(j.copies, fmt.Sprintf("node%d", len(j.nodes)), "ringside")
+		if err := copyExecutable(j.cfg.Ringside, dst); err != nil {
+			return "", fmt.Errorf("copy of the executable for node %d: %w", len(j.nodes), err)
+		}
+		j.nodes = append(j.nodes, dst)
+	}
+	return j.nodes[node], nil
+}
+
+// copyExecutable copies the file src to dst, executable.
+func copyExecutable(src, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
 // Close kills every worker (frozen ones too), stops etcd and waits for the
 // output readers.
 func (j *Job) Close() {
@@ -454,4 +520,7 @@ func (j *Job) Close() {
 	}
 	j.wg.Wait()
 	j.addrs.Release()
+	if j.copies != "" {
+		os.RemoveAll(j.copies) //nolint:errcheck // a temporary directory
+	}
 }

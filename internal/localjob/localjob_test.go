@@ -27,3 +27,30 @@ func TestSpawnKeepsEveryLineOfStderrInTheLog(t *testing.T) {
 		t.Fatalf("log holds %q, want the line the process wrote after its start", b)
 	}
 }
+
+// Every NodeSize workers run their sidecars from a copy of the executable
+// of their own.
+func TestEachNodeRunsItsOwnCopyOfTheExecutable(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "ringside")
+	if err := os.WriteFile(src, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	j := &Job{cfg: Config{Ringside: src, NodeSize: 2}}
+	var bins []string
+	for n := range 5 {
+		bin, err := j.executable(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bins = append(bins, bin)
+	}
+	if bins[0] != bins[1] || bins[2] != bins[3] || bins[0] == bins[2] || bins[2] == bins[4] || bins[0] == src {
+		t.Fatalf("workers 0-4 run %q: want one copy per two workers, none the original", bins)
+	}
+	if st, err := os.Stat(bins[4]); err != nil || st.Mode()&0o111 == 0 {
+		t.Fatalf("node 2's copy: %v, %v; want an executable file", st, err)
+	}
+	if err := os.RemoveAll(j.copies); err != nil {
+		t.Fatal(err)
+	}
+}
