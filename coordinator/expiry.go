@@ -2,8 +2,10 @@ package coordinator
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -133,12 +135,21 @@ func (m *Member) holdIfTimedOut(ctx context.Context, st *leaderState, id string,
 // place would wait out the grace for nothing. A killed sidecar whose
 // kernel took seconds to close its sockets drew silent votes, lost its
 // lease and was held; its port refused soon after.
+// The held members are looked at together: each look takes up to a
+// connection's time-out, and an etcd outage holds every member.
 func (m *Member) dropExited(ctx context.Context, st *leaderState) {
-	if m.job.cfg.Exited == nil {
+	if m.job.cfg.Exited == nil || len(st.held) == 0 {
 		return
 	}
-	for id := range st.held {
-		if m.job.cfg.Exited(ctx, id) {
+	ids := slices.Collect(maps.Keys(st.held))
+	exited := make([]bool, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() { exited[i] = m.job.cfg.Exited(ctx, id) })
+	}
+	wg.Wait()
+	for i, id := range ids {
+		if exited[i] {
 			delete(st.held, id)
 			m.log.Info("a held member's port refuses: its place is not held any longer", "member", id)
 		}

@@ -461,15 +461,20 @@ func (st *leaderState) restartMode() bool {
 	return false
 }
 
+// heldLook is how often the leader looks whether a member whose place it
+// holds has exited: a killed process whose kernel is slow to close its
+// sockets is held in a second or two, and seen gone soon after.
+const heldLook = 250 * time.Millisecond
+
 // armHolds sets the hold timer to fire at until (zero: stops it), or
-// sooner, every RefuteWindow, to look whether a held member exited (see
+// sooner, every heldLook, to look whether a held member exited (see
 // dropExited).
 func (c *committer) armHolds(until time.Time) {
 	if c.holdTimer != nil {
 		c.holdTimer.Stop()
 	}
 	c.holdTimer, c.holdC = nil, nil
-	if soon := time.Now().Add(c.m.job.cfg.RefuteWindow); !until.IsZero() && c.m.job.cfg.Exited != nil && soon.Before(until) {
+	if soon := time.Now().Add(heldLook); !until.IsZero() && c.m.job.cfg.Exited != nil && soon.Before(until) {
 		until = soon
 	}
 	if !until.IsZero() {

@@ -199,7 +199,8 @@ func (a *Agent) start(ctx, runCtx context.Context) error {
 	jcfg.OnBadValue = func(kind string) { a.metrics.invalidRecords.WithLabelValues(kind).Inc() }
 	jcfg.LocalLag = a.lag.recent
 	jcfg.Waiting = a.held.Load
-	// Votes are cast only once gossip runs (the detector starts after it).
+	// Votes and the leader's holds come only after Join, below: gossip
+	// runs by then.
 	jcfg.Exited = func(ctx context.Context, id string) bool { return a.gossip.Gone(ctx, id) }
 	if a.job, err = coordinator.NewJob(a.client, jcfg); err != nil {
 		return err

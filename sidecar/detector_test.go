@@ -848,7 +848,9 @@ func TestAStallIsTwoP90StepsAtLeastTheFloor(t *testing.T) {
 		times []float64
 		want  time.Duration // 0: no pace yet
 	}{
-		{"too few steps to know the pace", steps(stallMinSteps-1, 0.2), 0},
+		{"no step yet", nil, 0},
+		{"before the pace is known: at least the early floor", steps(stallMinSteps-1, 0.2), earlyStallFloor},
+		{"before the pace is known: twice the slowest step", append(steps(1, 3), steps(2, 0.1)...), 6 * time.Second},
 		{"steady 200 ms steps", steps(stallMinSteps, 0.2), 400 * time.Millisecond},
 		{"the p90, not the median", append(steps(8, 0.1), steps(2, 0.5)...), time.Second},
 		{"fast steps: the floor", steps(20, 0.01), stallFloor},

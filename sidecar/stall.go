@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/ringside/ringside/sidecar/quantile"
@@ -24,16 +25,27 @@ const (
 	// stallFloor is the shortest stall: a pause of a fast trainer's
 	// scheduling or collection is none.
 	stallFloor = 100 * time.Millisecond
-	// stallMinSteps is how many steps set the pace before a pause counts.
+	// stallMinSteps is how many steps set the pace.
 	stallMinSteps = 8
+	// earlyStallFloor is the shortest stall before the pace is set: the
+	// first steps of a ring include its warm-up. Without it, a peer frozen
+	// in a ring's first steps held no trainer up, and waited out the
+	// idle refute window and then its lease and grace (bench recovery
+	// --fault stop: 7.6 s for the first stop, 0.35-0.46 s for the others).
+	earlyStallFloor = time.Second
 )
 
 // stallLimit returns how long a pause in the steps of times (seconds,
 // the recent step times) is a stall: stallSteps x their p90, at least
-// stallFloor; false before stallMinSteps.
+// stallFloor; before stallMinSteps, stallSteps x the slowest of them, at
+// least earlyStallFloor; false before any step.
 func stallLimit(times []float64) (time.Duration, bool) {
-	if len(times) < stallMinSteps {
+	if len(times) == 0 {
 		return 0, false
+	}
+	if len(times) < stallMinSteps {
+		slowest := time.Duration(slices.Max(times) * float64(time.Second))
+		return max(stallSteps*slowest, earlyStallFloor), true
 	}
 	p90 := time.Duration(quantile.Of(times, 0.9) * float64(time.Second))
 	return max(stallSteps*p90, stallFloor), true
