@@ -30,8 +30,8 @@ import (
 // trainer do not stop the hold: a sidecar starved of CPU for longer than
 // the TTL (128 sidecars on two busy cores: 2.8 s) loses its lease and is
 // silent meanwhile, exactly as a frozen one, and costs the job nothing
-// while it comes back; the idle refute window is the TTL so that its votes
-// do not evict it first (see Config.IdleRefuteWindow).
+// while it comes back; the idle refute window is longer than the TTL, so
+// that its votes do not evict it first (see Config.IdleRefuteWindow).
 
 // held is a member of the generation whose key timed out.
 type held struct {
@@ -118,11 +118,9 @@ func (m *Member) holdIfTimedOut(ctx context.Context, st *leaderState, id string,
 		clientv3.OpGet(p+record.EvictedDir+id, clientv3.WithCountOnly()),
 		clientv3.OpGet(p+record.SuspectsDir+id+"/", clientv3.WithPrefix()),
 	).Commit()
-	if err == nil && (resp.Responses[0].GetResponseRange().Count > 0 || slices.ContainsFunc(resp.Responses[1].GetResponseRange().Kvs, func(kv *mvccpb.KeyValue) bool {
-		_, now := m.actsAtOnce(kv)
-		return now
-	})) {
-		return // evicted, left or found dead by a peer: act on the departure
+	actsNow := func(kv *mvccpb.KeyValue) bool { _, now := m.actsAtOnce(kv); return now }
+	if err == nil && (resp.Responses[0].GetResponseRange().Count > 0 || slices.ContainsFunc(resp.Responses[1].GetResponseRange().Kvs, actsNow)) {
+		return // evicted, left, found dead by a peer, or holding training up: act on the departure
 	}
 	// A key gone without a record, or we cannot tell (the hold ends with
 	// the grace either way).
@@ -135,6 +133,7 @@ func (m *Member) holdIfTimedOut(ctx context.Context, st *leaderState, id string,
 // place would wait out the grace for nothing. A killed sidecar whose
 // kernel took seconds to close its sockets drew silent votes, lost its
 // lease and was held; its port refused soon after.
+//
 // The held members are looked at together: each look takes up to a
 // connection's time-out, and an etcd outage holds every member.
 func (m *Member) dropExited(ctx context.Context, st *leaderState) {
