@@ -288,10 +288,16 @@ func (d *detector) MemberDead(name string, _ net.IP) { d.checkRumour(name, "goss
 // and a watch event for its checkers. Three checks are enough where two
 // votes evict.
 func (d *detector) checkRumour(name, why string) {
-	if g := d.generation(); g != nil && !isChecker(g, name, "", d.self) {
+	if g := d.generation(); g != nil && !slices.Contains(checked(g, d.self), name) {
 		return
 	}
 	d.check(name, why)
+}
+
+// checked returns the members self is a checker of: the
+// coordinator.Checkers before it in g's ring.
+func checked(g *record.Generation, self string) []string {
+	return g.Predecessors(self, coordinator.Checkers)
 }
 
 // MemberSuspect: our own probe found name unresponsive. One failed probe
@@ -583,9 +589,9 @@ func (d *detector) reconcile() {
 		return
 	}
 	d.watchNeighbours(g) // again: a watch that closed, a member gossip had not seen
-	for _, m := range g.Members {
-		if m.ID != d.self && !d.View.Alive(m.ID) {
-			d.checkRumour(m.ID, "in the generation but gone from gossip")
+	for _, id := range checked(g, d.self) {
+		if !d.View.Alive(id) {
+			d.check(id, "in the generation but gone from gossip")
 		}
 	}
 }
@@ -606,28 +612,8 @@ func (d *detector) checkVotes(ctx context.Context) {
 // isChecker reports whether me is among the coordinator.Checkers members after
 // target in g's ring, the voter skipped.
 func isChecker(g *record.Generation, target, voter, me string) bool {
-	i := -1
-	for j, m := range g.Members {
-		if m.ID == target {
-			i = j
-			break
-		}
-	}
-	if i < 0 {
-		return false
-	}
-	n := 0
-	for k := 1; k < len(g.Members) && n < coordinator.Checkers; k++ {
-		id := g.Members[(i+k)%len(g.Members)].ID
-		if id == voter {
-			continue
-		}
-		if id == me {
-			return true
-		}
-		n++
-	}
-	return false
+	after := slices.DeleteFunc(g.Successors(target, coordinator.Checkers+1), func(id string) bool { return id == voter })
+	return slices.Contains(after[:min(len(after), coordinator.Checkers)], me)
 }
 
 // announceLeft announces the confirmed deaths of a new generation (members
