@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"slices"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/ringside/ringside/autoscale"
 	"github.com/ringside/ringside/autoscale/v1alpha1"
+	"github.com/ringside/ringside/coordinator/record"
 	"github.com/ringside/ringside/webhook"
 )
 
@@ -27,11 +29,23 @@ func TestANewWorkerGetsItsGracePeriodFromTheMeasuredDrains(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const ns, job = "grace", "roberta"
+	// An earlier worker of the job drained in 2.5 s (a checkpoint on the
+	// way out). The drain this test causes takes a few etcd round trips,
+	// which x any allowed factor may round to the webhook's 1 s floor
+	// below; the slow one makes the measured grace stand above it.
+	const earlier = 2.5
+	seed, err := json.Marshal(record.Drains{}.Add(earlier))
+	if err != nil {
+		t.Fatal(err)
+	}
+	drainsKey := record.Prefix(ns, job) + record.DrainsKey
+	if _, err := env.EtcdClient.Put(ctx, drainsKey, string(seed)); err != nil {
+		t.Fatal(err)
+	}
 	workersIn(ctx, t, ns, job, 2, true)
-	// A factor of 100 turns a drain of a fraction of a second into a
-	// grace far above the webhook's 1 s floor below.
-	stop := runControllerOn(ctx, t, ns, env.EtcdClient, func(c *autoscale.Config) { c.DrainSafetyFactor = 100 })
+	stop := runControllerOn(ctx, t, ns, env.EtcdClient)
 	defer stop()
+	factor := autoscale.DefaultConfig().DrainSafetyFactor
 	es := elasticScaler(ns, job, 1, 2, 0.7)
 	es.Spec.Replicas = 2
 	if err := env.CreateScaler(ctx, es); err != nil {
@@ -58,21 +72,29 @@ func TestANewWorkerGetsItsGracePeriodFromTheMeasuredDrains(t *testing.T) {
 			return false, err
 		}
 		measured = got.Status.Drain
-		return measured != nil, nil
+		return measured != nil && measured.Samples == 2, nil
 	}); err != nil {
-		t.Fatalf("the ElasticScaler's status never showed the drain: %v", err)
+		t.Fatalf("the ElasticScaler's status never showed the earlier drain and the new one: %+v: %v", measured, err)
 	}
-	if measured.Samples != 1 || measured.P99Seconds <= 0 || measured.P99Seconds > env.InjectConfig().Grace.Seconds() {
-		t.Fatalf("drain status %+v: want one drain, within the sidecar's grace", measured)
+	resp, err := env.EtcdClient.Get(ctx, drainsKey)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("read the drains: %v (%d keys)", err, len(resp.Kvs))
 	}
-	// The status shows the p99 rounded to the millisecond; the grace is
-	// the unrounded one x 100, rounded up.
-	lo, hi := int32(math.Ceil((measured.P99Seconds-0.0005)*100)), int32(math.Ceil((measured.P99Seconds+0.0005)*100))
-	if g := measured.GracePeriodSeconds; g < lo || g > hi {
-		t.Fatalf("measured grace %d s, want p99 %v s (to the ms) x 100 rounded up: %d to %d s", g, measured.P99Seconds, lo, hi)
+	drains, err := record.DecodeDrains(resp.Kvs[0].Value)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if measured.GracePeriodSeconds <= 1 {
-		t.Fatalf("measured grace %d s: not above the webhook's floor, the test would show nothing", measured.GracePeriodSeconds)
+	if s := drains.Seconds; len(s) != 2 || s[0] != earlier || s[1] <= 0 || s[1] > env.InjectConfig().Grace.Seconds() {
+		t.Fatalf("drains %v: want the earlier %v s, then the sidecar's, within its grace", s, earlier)
+	}
+	// The p99 of the newest drains is their slowest. The status shows it
+	// rounded to the millisecond; the grace is the unrounded one x the
+	// factor, rounded up.
+	if measured.P99Seconds != earlier {
+		t.Fatalf("drain status %+v: want the slowest drain, %v s, as the p99", measured, earlier)
+	}
+	if g, want := measured.GracePeriodSeconds, int32(math.Ceil(earlier*factor)); g != want {
+		t.Fatalf("measured grace %d s, want p99 %v s x %v rounded up: %d s", g, earlier, factor, want)
 	}
 
 	// The webhook, watching the ElasticScalers of the real API server,
