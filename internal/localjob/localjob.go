@@ -477,7 +477,11 @@ func (j *Job) executable(n int) (string, error) {
 	return j.nodes[node], nil
 }
 
-// copyExecutable copies the file src to dst, executable.
+// copyExecutable copies the file src to dst, executable, and waits until
+// it is on disk. A node's image was pulled long before its pods start; a
+// copy still being written back would keep its pages locked while the
+// kernel writes them, and a sidecar faulting one in would stall for as
+// long (seconds, on a busy disk), which no node sees.
 func copyExecutable(src, dst string) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
@@ -492,6 +496,10 @@ func copyExecutable(src, dst string) error {
 		return err
 	}
 	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Sync(); err != nil {
 		out.Close()
 		return err
 	}
