@@ -88,10 +88,15 @@ type Job struct {
 	addrs *loopback.Block
 	lines chan Line
 
+	// nodesMu guards nodes and copies apart from mu: a copy takes a
+	// while to reach the disk, and the job's workers stay readable and
+	// killable meanwhile.
+	nodesMu sync.Mutex
+	nodes   []string // node n's copy of Ringside (Config.NodeSize)
+	copies  string   // their directory
+
 	mu      sync.Mutex
 	next    int
-	nodes   []string           // node n's copy of Ringside (Config.NodeSize)
-	copies  string             // their directory
 	workers map[string]*Worker // live
 	all     []*Worker          // every worker started, for Close
 	closing chan struct{}
@@ -454,8 +459,8 @@ func (j *Job) executable(n int) (string, error) {
 		return j.cfg.Ringside, nil
 	}
 	node := n / j.cfg.NodeSize
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	j.nodesMu.Lock()
+	defer j.nodesMu.Unlock()
 	if node < len(j.nodes) {
 		return j.nodes[node], nil
 	}
@@ -495,15 +500,14 @@ func copyExecutable(src, dst string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
+	_, err = io.Copy(out, in)
+	if err == nil {
+		err = out.Sync()
 	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return err
+	if cerr := out.Close(); err == nil {
+		err = cerr
 	}
-	return out.Close()
+	return err
 }
 
 // Close kills every worker (frozen ones too), stops etcd and waits for the
@@ -528,6 +532,8 @@ func (j *Job) Close() {
 	}
 	j.wg.Wait()
 	j.addrs.Release()
+	j.nodesMu.Lock()
+	defer j.nodesMu.Unlock()
 	if j.copies != "" {
 		os.RemoveAll(j.copies) //nolint:errcheck // a temporary directory
 	}
