@@ -60,7 +60,13 @@ func waitPod(t *testing.T, c *cluster, ns, name string, timeout time.Duration, w
 	defer cancel()
 	lw := cache.NewListWatchFromClient(c.client.CoreV1().RESTClient(), "pods", ns, fields.OneTermEqualSelector("metadata.name", name))
 	var last *corev1.Pod
-	ev, err := watchtools.UntilWithSync(ctx, lw, &corev1.Pod{}, nil, func(e watch.Event) (bool, error) {
+	// A pod already gone when the watch lists comes with no event at
+	// all: the listed store says so. A listed pod comes as an event.
+	gone := func(store cache.Store) (bool, error) {
+		_, exists, err := store.GetByKey(ns + "/" + name)
+		return err == nil && !exists && cond(nil), err
+	}
+	ev, err := watchtools.UntilWithSync(ctx, lw, &corev1.Pod{}, gone, func(e watch.Event) (bool, error) {
 		if e.Type == watch.Deleted {
 			return cond(nil), nil
 		}
